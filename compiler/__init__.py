@@ -1,0 +1,1 @@
+"""Flow graph -> intermediate representation (plain dataclasses, no Argo types)."""

@@ -1,0 +1,1 @@
+"""Run a compiled WorkflowTemplate on this machine, playing Argo and the JobSet controller."""

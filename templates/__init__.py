@@ -1,0 +1,1 @@
+"""Intermediate representation -> hera objects, one module per Argo template kind."""
