@@ -1,1 +1,139 @@
-"""Flow graph -> intermediate representation (plain dataclasses, no Argo types)."""
+"""Flow graph -> intermediate representation (plain dataclasses, no Argo types).
+
+``compile_flow`` is the one entry: a pure function of the flow, its graph and the
+``CompileOptions`` the CLI gathered.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import decorators as decos
+from . import graph as graphs
+from . import ir, naming, parameters
+from .constants import Env, Label
+from .errors import CompileError
+from .options import CompileOptions
+
+__all__ = ["compile_flow", "CompileError", "CompileOptions"]
+
+
+def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
+    """Build the IR for ``flow``; raises CompileError naming the step at fault."""
+    shapes = graphs.analyse(graph)
+    steps = {}
+    for name, shape in shapes.items():
+        node = graph[name]
+        decos.reject_foreign(name, node.decorators)
+        retry = decos.retry(node.decorators)
+        if shape.gang and decos.has(node.decorators, "catch") and retry.user_retries == 0:
+            # @catch alone adds error retries that re-create the gang; fine, nothing to reject.
+            pass
+        steps[name] = ir.Step(
+            name=name,
+            transition=shape.transition,
+            successors=shape.successors,
+            inputs=shape.inputs,
+            scope=shape.scope,
+            foreach_entry=shape.foreach_entry,
+            gang=shape.gang,
+            recursive=shape.recursive,
+            switch_cases=shape.switch_cases,
+            condition=shape.condition,
+            switch_parent=shape.switch_parent,
+            compute=decos.compute(name, node.decorators, options.default_image, options.namespace),
+            retry=retry,
+            timeout_seconds=decos.timeout_seconds(node.decorators),
+            environment=decos.environment(name, node.decorators),
+            decorator_specs=decos.forwarded_specs(node.decorators),
+        )
+    scheduled = any(d.name == "schedule" for d in flow_decorators)
+    project = dict(options.project)
+    name = options.name or project.get("project_flow_name") or graph.name
+    wf_name = naming.workflow_template_name(name)
+    return ir.Workflow(
+        name=wf_name,
+        flow_name=graph.name,
+        script=os.path.basename(_script_path(flow)),
+        steps=steps,
+        start=graph.start_step,
+        parameters=parameters.workflow_parameters(flow, scheduled),
+        code=ir.CodeSource(
+            image_dir=options.code_in_image,
+            package_url=options.package_url,
+            package_sha=options.package_sha,
+            package_commands=options.package_commands,
+        ),
+        namespace=options.namespace,
+        top_level_args=_top_level_args(options),
+        step_args=_step_args(options),
+        env=_shared_env(flow, wf_name, options),
+        labels=((Label.PART_OF, Label.METAFLOW), (Label.NAME, "metaflow-flow")),
+        annotations=_annotations(graph, options),
+        max_workers=options.max_workers,
+        timeout_seconds=options.timeout_seconds,
+        priority=options.priority,
+        description=graph.doc or None,
+        jobset_ttl_seconds=options.jobset_ttl_seconds,
+    )
+
+
+def _script_path(flow) -> str:
+    import inspect
+
+    return inspect.getfile(flow.__class__)
+
+
+def _top_level_args(options: CompileOptions) -> tuple[str, ...]:
+    args = list(options.top_level_options) + [
+        "--quiet",
+        "--no-pylint",
+        "--metadata=%s" % options.metadata,
+        "--environment=%s" % options.environment,
+        "--datastore=%s" % options.datastore,
+    ]
+    if options.datastore_root:
+        args.append("--datastore-root=%s" % options.datastore_root)
+    return tuple(args)
+
+
+def _step_args(options: CompileOptions) -> tuple[str, ...]:
+    args: list[str] = []
+    for tag in options.tags:
+        args += ["--tag", tag]
+    if options.user_namespace is not None:
+        args.append("--namespace=%s" % options.user_namespace)
+    return tuple(args)
+
+
+def _shared_env(flow, wf_name: str, options: CompileOptions) -> tuple[tuple[str, str], ...]:
+    env = dict(options.config_env)
+    env[Env.USER] = "argo-workflows"
+    env[Env.RUNTIME_ENVIRONMENT] = "kubernetes"
+    env[Env.ARGO_WORKFLOW_TEMPLATE] = wf_name
+    env[Env.ARGO_WORKFLOW_NAME] = "{{workflow.name}}"
+    env[Env.ARGO_WORKFLOW_NAMESPACE] = "{{workflow.namespace}}"
+    if options.production_token:
+        env[Env.PRODUCTION_TOKEN] = options.production_token
+    config_value = parameters.config_env_value(flow)
+    if config_value is not None:
+        env[Env.FLOW_CONFIG_VALUE] = config_value
+    return tuple(env.items())
+
+
+def _annotations(graph, options: CompileOptions) -> tuple[tuple[str, str], ...]:
+    out = [(Label.FLOW_NAME, graph.name)]
+    project = dict(options.project)
+    if project:
+        out += [
+            (Label.PROJECT_NAME, project["project_name"]),
+            (Label.BRANCH_NAME, project["branch_name"]),
+            (Label.PROJECT_FLOW_NAME, project["project_flow_name"]),
+        ]
+    if options.code_in_image:
+        out.append((Label.CODE_DIR, options.code_in_image))
+    if options.tags:
+        import json
+
+        out.append((Label.TAGS, json.dumps(list(options.tags))))
+    return tuple(out)

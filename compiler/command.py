@@ -1,0 +1,170 @@
+"""The pod command, for every kind of pod, built from typed tokens and rendered once.
+
+Argo substitutes ``{{...}}`` tags textually before bash parses the script, so only
+values mfargo itself produces (task ids, split indices, counts, step names) appear as
+tags here, always inside single quotes. Values a user controls (parameters) reach the
+pod through ``env:`` and are never part of the script.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from .constants import INTERNAL_DECORATOR, Env, UbfContext
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    """Literal text: quoted with shlex.quote, so it is one inert shell word."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """An environment variable, expanded in double quotes."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """Shell syntax written in this module (operators, arithmetic); never user text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cat:
+    """Tokens joined without a space: one shell word."""
+
+    parts: tuple
+
+
+Token = Lit | Var | Raw | Cat
+Line = tuple[Token, ...]
+
+
+def render_token(token: Token) -> str:
+    if isinstance(token, Lit):
+        return shlex.quote(token.text)
+    if isinstance(token, Var):
+        return '"${%s}"' % token.name
+    if isinstance(token, Raw):
+        return token.text
+    return "".join(render_token(p) for p in token.parts)
+
+
+def render(lines: list[Line]) -> str:
+    """The bash script: one command per line, stopping at the first failure."""
+    return "\n".join(" ".join(render_token(t) for t in line) for line in lines)
+
+
+def bash(lines: list[Line]) -> list[str]:
+    return ["bash", "-c", render(lines)]
+
+
+# --- building blocks ---------------------------------------------------------------
+
+PATHS_FILE = "MFARGO_INPUT_PATHS_FILE"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepCall:
+    """Everything `python flow.py ... step NAME ...` needs, as plain values."""
+
+    script: str
+    top_level_args: tuple[str, ...]
+    decorator_specs: tuple[str, ...]
+    step: str
+    run_id: str
+    task_id: Token
+    retry_count: str
+    max_user_code_retries: int
+    step_args: tuple[str, ...]
+    split_index: Token | None = None
+    ubf_context: str | None = None
+    num_parallel: str | None = None
+
+
+def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Line]:
+    """Stop on errors; get the code (cd into the image's copy, or Metaflow's package)."""
+    lines: list[Line] = [(Raw("set -eo pipefail"),)]
+    if code_dir:
+        lines.append((Raw("cd"), Lit(code_dir)))
+    else:
+        # Metaflow's own download-and-unpack commands for its code package.
+        lines += [(Raw(cmd),) for cmd in package_commands]
+    lines.append((Raw("%s=$(mktemp)" % PATHS_FILE),))
+    return lines
+
+
+def unset_if_empty(names: list[str]) -> list[Line]:
+    """A parameter with a None default arrives empty: unset it so Metaflow sees None."""
+    return [(Raw('[ -n "${%s-}" ] || unset %s' % (n, n)),) for n in names]
+
+
+def write_paths(value: Token) -> Line:
+    return (Raw("printf '%s'"), value, Raw(">"), Var(PATHS_FILE))
+
+
+def id_list_lines(first: Token | None, prefix: str, count: str, offset: int = 0) -> list[Line]:
+    """ids=<first>,<prefix>0,<prefix>1,... for i < count - offset, built in the pod itself."""
+    return [
+        (Cat((Raw("n="), Lit(count))),),
+        (Cat((Raw("ids="), first if first is not None else Lit(""))),),
+        (
+            Raw("for ((i = 0; i < n - %d; i++)); do" % offset),
+            Cat((Raw("ids+=${ids:+,}"), Lit(prefix), Raw("$i"))),
+            Raw("; done"),
+        ),
+    ]
+
+
+def branch_lines(candidates: list[tuple[str, str]]) -> list[Line]:
+    """ids=<path of each parent whose Argo status is Succeeded> (switch merges)."""
+    lines: list[Line] = [(Raw("ids="),)]
+    for status, path in candidates:
+        lines.append(
+            (Raw("["), Lit(status), Raw("!= Succeeded ] ||"), Cat((Raw("ids+=${ids:+,}"), Lit(path))))
+        )
+    return lines
+
+
+def metaflow_call(call: StepCall) -> Line:
+    tokens: list[Token] = [Raw("python"), Lit(call.script)]
+    tokens += [Lit(a) for a in call.top_level_args]
+    for spec in call.decorator_specs + (INTERNAL_DECORATOR,):
+        tokens += [Raw("--with"), Lit(spec)]
+    tokens += [
+        Raw("step"), Lit(call.step),
+        Raw("--run-id"), Lit(call.run_id),
+        Raw("--task-id"), call.task_id,
+        Raw("--retry-count"), Lit(call.retry_count),
+        Raw("--max-user-code-retries"), Lit(str(call.max_user_code_retries)),
+        Raw("--input-paths-filename"), Var(PATHS_FILE),
+    ]  # fmt: skip
+    if call.split_index is not None:
+        tokens += [Raw("--split-index"), call.split_index]
+    if call.ubf_context is not None:
+        tokens += [Raw("--ubf-context"), Lit(call.ubf_context)]
+    if call.num_parallel is not None:
+        tokens += [Raw("--num-parallel"), Lit(call.num_parallel)]
+    tokens += [Lit(a) for a in call.step_args]
+    return tuple(tokens)
+
+
+def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args) -> Line:
+    """`flow.py init`: writes the run's _parameters task from METAFLOW_INIT_* env."""
+    tokens: list[Token] = [Raw("python"), Lit(script)]
+    tokens += [Lit(a) for a in top_level_args]
+    tokens += [Raw("init"), Raw("--run-id"), Lit(run_id), Raw("--task-id"), Lit(task_id)]
+    tokens += [Lit(a) for a in step_args]
+    return tuple(tokens)
+
+
+WORKER_SPLIT_INDEX = Raw("$((%s + 1))" % Env.WORKER_REPLICA_INDEX)
+CONTROL_SPLIT_INDEX = Lit("0")
+UBF_CONTROL = UbfContext.CONTROL
+UBF_TASK = UbfContext.TASK

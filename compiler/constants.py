@@ -1,0 +1,125 @@
+"""Every fixed name the generated YAML uses, in one place.
+
+Grouped like JobSet's API package: the *contract* Metaflow's in-pod code and users
+read (must match metaflow 2.19's Argo compiler, see shared/reference/metaflow-argo.md),
+the *upstream* keys owned by Kubernetes, Argo and JobSet, and *internal* names that
+only mfargo's own templates agree on.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+class Env:
+    """Environment variables read by Metaflow inside a pod."""
+
+    # @parallel contract (metaflow/plugins/kubernetes/kubernetes_decorator.py, parallel_decorator.py)
+    MASTER_ADDR: Final = "MF_MASTER_ADDR"
+    MASTER_PORT: Final = "MF_MASTER_PORT"
+    WORLD_SIZE: Final = "MF_WORLD_SIZE"
+    CONTROL_TASK_ID: Final = "MF_PARALLEL_CONTROL_TASK_ID"
+    WORKER_REPLICA_INDEX: Final = "MF_WORKER_REPLICA_INDEX"
+    CONTROL_INDEX: Final = "MF_CONTROL_INDEX"
+    TASK_ID_PREFIX: Final = "TASK_ID_PREFIX"
+    TASK_ID_SUFFIX: Final = "TASK_ID_SUFFIX"
+    JOBSET_RESTART_ATTEMPT: Final = "JOBSET_RESTART_ATTEMPT"
+    JOBSET_NAME: Final = "METAFLOW_KUBERNETES_JOBSET_NAME"
+    UBF_CONTEXT: Final = "UBF_CONTEXT"
+    # Set by mfargo's in-pod decorator from the ones above (metaflow_current.Parallel reads them).
+    PARALLEL_MAIN_IP: Final = "MF_PARALLEL_MAIN_IP"
+    PARALLEL_NUM_NODES: Final = "MF_PARALLEL_NUM_NODES"
+    PARALLEL_NODE_INDEX: Final = "MF_PARALLEL_NODE_INDEX"
+    # Pod identity (downward API), as Metaflow's Kubernetes integration names them.
+    POD_NAME: Final = "METAFLOW_KUBERNETES_POD_NAME"
+    POD_NAMESPACE: Final = "METAFLOW_KUBERNETES_POD_NAMESPACE"
+    POD_ID: Final = "METAFLOW_KUBERNETES_POD_ID"
+    SERVICE_ACCOUNT_NAME: Final = "METAFLOW_KUBERNETES_SERVICE_ACCOUNT_NAME"
+    NODE_IP: Final = "METAFLOW_KUBERNETES_NODE_IP"
+    # Run identity.
+    RUNTIME_ENVIRONMENT: Final = "METAFLOW_RUNTIME_ENVIRONMENT"
+    USER: Final = "METAFLOW_USER"
+    PRODUCTION_TOKEN: Final = "METAFLOW_PRODUCTION_TOKEN"
+    FLOW_CONFIG_VALUE: Final = "METAFLOW_FLOW_CONFIG_VALUE"
+    ARGO_WORKFLOW_NAME: Final = "ARGO_WORKFLOW_NAME"
+    ARGO_WORKFLOW_TEMPLATE: Final = "ARGO_WORKFLOW_TEMPLATE"
+    ARGO_WORKFLOW_NAMESPACE: Final = "ARGO_WORKFLOW_NAMESPACE"
+    # Parameter values reach `flow.py init` through these (click's auto_envvar_prefix).
+    INIT_PREFIX: Final = "METAFLOW_INIT_"
+    # mfargo's in-pod decorator writes its Argo output files into this directory.
+    OUTPUT_DIR: Final = "MFARGO_OUTPUT_DIR"
+    TEMPDIR: Final = "METAFLOW_TEMPDIR"
+
+
+class UbfContext:
+    """Unbounded-foreach roles (metaflow/unbounded_foreach.py)."""
+
+    CONTROL: Final = "ubf_control"
+    TASK: Final = "ubf_task"
+
+
+class JobSetKey:
+    """Labels/annotations the JobSet controller sets on pods (jobset_types.go, constants.go)."""
+
+    JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
+    RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
+    JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+    API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
+    KIND: Final = "JobSet"
+    CONTROL_JOB: Final = "control"
+    WORKER_JOB: Final = "worker"
+
+
+class Label:
+    """Labels and annotations on Argo objects and JobSets."""
+
+    PART_OF: Final = "app.kubernetes.io/part-of"
+    NAME: Final = "app.kubernetes.io/name"
+    ARGO_WORKFLOW: Final = "workflows.argoproj.io/workflow"
+    WORKFLOW_NAME: Final = "metaflow/argo-workflows-name"
+    FLOW_NAME: Final = "metaflow/flow_name"
+    RUN_ID: Final = "metaflow/run_id"
+    STEP_NAME: Final = "metaflow/step_name"
+    ATTEMPT: Final = "metaflow/attempt"
+    PRODUCTION_TOKEN: Final = "metaflow/production_token"
+    PROJECT_NAME: Final = "metaflow/project_name"
+    BRANCH_NAME: Final = "metaflow/branch_name"
+    PROJECT_FLOW_NAME: Final = "metaflow/project_flow_name"
+    PARAMETERS: Final = "metaflow/parameters"
+    TAGS: Final = "metaflow/tags"
+    TITLE: Final = "workflows.argoproj.io/title"
+    DESCRIPTION: Final = "workflows.argoproj.io/description"
+    CODE_DIR: Final = "mfargo/code-dir"
+    METAFLOW: Final = "metaflow"
+
+
+class Param:
+    """Argo input/output parameter names shared by mfargo's templates (internal)."""
+
+    CTX: Final = "ctx"  # foreach context path: "" at top level, "-3" in split 3, "-3-1" nested
+    SPLIT_INDEX: Final = "split-index"
+    SPLIT_CARDINALITY: Final = "split-cardinality"
+    NUM_SPLITS: Final = "num-splits"  # JSON list [0..K-1], feeds withParam
+    SWITCH_STEP: Final = "switch-step"
+    NUM_PARALLEL: Final = "num-parallel"
+    WORKER_COUNT: Final = "worker-count"
+    ENTROPY: Final = "task-id-entropy"
+    TASK_ID: Final = "task-id"
+    ITERATION: Final = "iteration"
+    INPUT_PATHS: Final = "input-paths"
+    STATUS_PREFIX: Final = "status-"
+
+
+class Path:
+    """Fixed paths inside pods."""
+
+    OUTPUTS: Final = "/mnt/out"
+    OUTPUTS_VOLUME: Final = "mfargo-out"
+    SHM_VOLUME: Final = "dhsm"
+    TMPFS_VOLUME: Final = "tmpfs-ephemeral-volume"
+
+
+# Decorators that name a compute platform other than Kubernetes: no Argo meaning.
+FOREIGN_COMPUTE_DECORATORS: Final = ("batch", "snowpark", "slurm", "nvidia", "nvct", "skypilot_step")
+# mfargo's in-pod decorator (metaflow_extensions/mfargo/plugins/pod_hooks.py).
+INTERNAL_DECORATOR: Final = "mfargo_internal"

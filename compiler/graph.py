@@ -1,0 +1,225 @@
+"""The only reader of Metaflow's FlowGraph: shapes, scopes and input sources.
+
+Turns each DAGNode into the graph half of an ``ir.Step`` (transition, scope, where
+its inputs come from, the switch choices it depends on) and rejects shapes Argo
+cannot run the way Metaflow expects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ir
+from .errors import CompileError
+
+Condition = frozenset  # of (switch step, chosen successor) pairs that must hold
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepShape:
+    """Graph facts about one step, before decorators are read."""
+
+    name: str
+    transition: ir.Transition
+    successors: tuple[str, ...]
+    inputs: ir.InputSource
+    scope: str | None
+    foreach_entry: bool
+    gang: bool
+    recursive: bool
+    switch_cases: tuple[str, ...]
+    condition: tuple[tuple[str, str], ...]  # sorted: the switch choices this step needs
+    switch_parent: str | None  # the switch step whose choice gates this step
+
+
+def analyse(graph) -> dict[str, StepShape]:
+    """Shapes of all steps reachable from start, in Metaflow's topological order."""
+    order = [n for n in graph.sorted_nodes if n in graph]
+    if not order or graph.start_step is None:
+        raise CompileError("the flow has no start step")
+    for name in order:
+        _check_supported(graph, graph[name])
+    scopes = {name: _scope(graph, graph[name]) for name in order}
+    conditions = _conditions(graph, order)
+    shapes = {}
+    for name in order:
+        node = graph[name]
+        shapes[name] = StepShape(
+            name=name,
+            transition=_transition(node),
+            successors=tuple(dict.fromkeys(node.out_funcs)),
+            inputs=_inputs(graph, node, conditions),
+            scope=scopes[name],
+            foreach_entry=_is_foreach_entry(graph, node),
+            gang=node.parallel_step,
+            recursive=node.type == "split-switch" and name in node.out_funcs,
+            switch_cases=tuple(dict.fromkeys(node.out_funcs)) if node.type == "split-switch" else (),
+            condition=tuple(sorted(conditions[name])),
+            switch_parent=_switch_parent(graph, node),
+        )
+    return shapes
+
+
+def _transition(node) -> ir.Transition:
+    if node.type == "split":
+        return ir.Transition.SPLIT
+    if node.type == "foreach":
+        return ir.Transition.PARALLEL if node.parallel_foreach else ir.Transition.FOREACH
+    if node.type == "split-switch":
+        return ir.Transition.SWITCH
+    if not node.out_funcs:
+        return ir.Transition.END
+    return ir.Transition.LINEAR
+
+
+def _parents(node) -> list[str]:
+    """In-edges, without a recursive step's edge to itself."""
+    return [p for p in node.in_funcs if p != node.name]
+
+
+def _is_foreach_entry(graph, node) -> bool:
+    parents = _parents(node)
+    return (
+        len(parents) == 1
+        and graph[parents[0]].type == "foreach"
+        and not graph[parents[0]].parallel_foreach
+    )
+
+
+def _scope(graph, node) -> str | None:
+    """The innermost (non-parallel) foreach whose body contains this step."""
+    for parent in reversed(node.split_parents):
+        split = graph[parent]
+        if split.type == "foreach" and not split.parallel_foreach and split.matching_join != node.name:
+            return parent
+    return None
+
+
+def _switch_parent(graph, node) -> str | None:
+    switches = [p for p in _parents(node) if graph[p].type == "split-switch"]
+    if not switches:
+        return None
+    if len(_parents(node)) > 1:
+        raise CompileError(
+            "a step chosen by a switch cannot also have other parents (%s)"
+            % ", ".join(_parents(node)),
+            step=node.name,
+        )
+    return switches[0]
+
+
+def _conditions(graph, order: list[str]) -> dict[str, Condition]:
+    """Which switch choices must hold for each step to run (in its own scope).
+
+    A switch's successor adds (switch, successor); a step with several parents runs
+    when any of them did, so it keeps only the choices all its parents share.
+    """
+    conditions: dict[str, Condition] = {}
+    for name in order:
+        node = graph[name]
+        parents = [p for p in _parents(node) if p in conditions]
+        if not parents or _is_foreach_entry(graph, node):
+            conditions[name] = frozenset()
+            continue
+        inherited = []
+        for parent in parents:
+            cond = conditions[parent]
+            if graph[parent].type == "split-switch":
+                cond = cond | {(parent, name)}
+            inherited.append(cond)
+        conditions[name] = frozenset.intersection(*inherited)
+    return conditions
+
+
+def _inputs(graph, node, conditions) -> ir.InputSource:
+    parents = _parents(node)
+    if node.name == graph.start_step:
+        return ir.FromParameters()
+    if _is_foreach_entry(graph, node):
+        return ir.FromCaller()
+    if len(parents) == 1 and graph[parents[0]].parallel_step:
+        gang = graph[parents[0]]
+        return ir.FromGang(splitter=_parents(gang)[0], gang=gang.name)
+    foreach = _closed_foreach(graph, node)
+    if foreach is not None:
+        if len(parents) != 1:
+            raise CompileError(
+                "the join of foreach *%s* has several parents (%s); a conditional step "
+                "cannot end a foreach body: add a step that merges the branches first"
+                % (foreach, ", ".join(parents)),
+                step=node.name,
+            )
+        return ir.FromForeach(splitter=foreach, body_last=parents[0])
+    own = conditions[node.name]
+    if any(_condition_seen_by(graph, p, node.name, conditions) != own for p in parents):
+        return ir.FromBranches(parents=tuple(parents))
+    return ir.FromParents(parents=tuple(parents))
+
+
+def _condition_seen_by(graph, parent: str, child: str, conditions) -> Condition:
+    cond = conditions[parent]
+    if graph[parent].type == "split-switch":
+        cond = cond | {(parent, child)}
+    return cond
+
+
+def _closed_foreach(graph, node) -> str | None:
+    """The (non-parallel) foreach this step joins, if any."""
+    for parent in reversed(node.split_parents):
+        split = graph[parent]
+        if split.type == "foreach" and split.matching_join == node.name:
+            return None if split.parallel_foreach else parent
+    return None
+
+
+def _check_supported(graph, node) -> None:
+    if node.type is None or node.invalid_tail_next:
+        raise CompileError("the step does not end with a valid self.next(...)", step=node.name)
+    for target in node.out_funcs:
+        if target not in graph:
+            raise CompileError("self.next() names an unknown step *%s*" % target, step=node.name)
+    if node.type == "split-switch":
+        for target in node.out_funcs:
+            if target != node.name and _is_ancestor(graph, target, node.name):
+                raise CompileError(
+                    "a switch may loop only to its own step; *%s* comes before it" % target,
+                    step=node.name,
+                )
+        if node.name in node.out_funcs and len(_parents(node)) != 1:
+            raise CompileError("a recursive switch step needs exactly one parent", step=node.name)
+    if node.parallel_step:
+        parents = _parents(node)
+        if len(parents) != 1 or not graph[parents[0]].parallel_foreach:
+            raise CompileError(
+                "a @parallel step must follow self.next(..., num_parallel=N)",
+                step=node.name,
+                decorator="parallel",
+            )
+        nxt = node.out_funcs
+        if len(nxt) != 1 or graph[nxt[0]].type != "join" or len(_parents(graph[nxt[0]])) != 1:
+            raise CompileError(
+                "a @parallel step must be followed by a join that has no other parents",
+                step=node.name,
+                decorator="parallel",
+            )
+    if node.type == "foreach" and node.parallel_foreach:
+        child = graph[node.out_funcs[0]]
+        if not child.parallel_step:
+            raise CompileError(
+                "self.next(..., num_parallel=N) must go to a @parallel step, not *%s*" % child.name,
+                step=node.name,
+                decorator="parallel",
+            )
+
+
+def _is_ancestor(graph, candidate: str, of: str) -> bool:
+    seen, stack = set(), [candidate]
+    while stack:
+        name = stack.pop()
+        if name == of:
+            return True
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.extend(n for n in graph[name].out_funcs if n != name)
+    return False

@@ -1,0 +1,187 @@
+"""The intermediate representation: what to run, not how Argo spells it.
+
+Plain frozen dataclasses built from Metaflow's FlowGraph and decorators; no hera,
+no ``{{...}}``. ``templates/`` turns them into Argo objects.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Transition(enum.Enum):
+    """What a step's ``self.next(...)`` does."""
+
+    LINEAR = "linear"  # one successor (also joins and merges)
+    SPLIT = "split"  # static split: every successor runs
+    FOREACH = "foreach"  # self.next(self.x, foreach="items")
+    PARALLEL = "parallel"  # self.next(self.x, num_parallel=N): a JobSet gang follows
+    SWITCH = "switch"  # self.next({...}, condition="attr"): one successor runs
+    END = "end"
+
+
+# --- where a task's input paths come from -----------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FromParameters:
+    """The start step: its only input is the run's ``_parameters`` task."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FromParents:
+    """Every parent ran in this task's own foreach context."""
+
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FromBranches:
+    """Some parents were skipped by a switch: use those that succeeded."""
+
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FromCaller:
+    """Input paths arrive as a parameter: foreach bodies and recursion iterations."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FromForeach:
+    """A foreach join: one input per split of ``body_last``, counted by ``splitter``."""
+
+    splitter: str
+    body_last: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FromGang:
+    """The join after a gang: control + workers of ``gang``, ids minted by ``splitter``."""
+
+    splitter: str
+    gang: str
+
+
+InputSource = FromParameters | FromParents | FromBranches | FromCaller | FromForeach | FromGang
+
+
+# --- what a step needs from Kubernetes --------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Toleration:
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Compute:
+    """The pod: image, resources and placement, merged from @kubernetes and @resources."""
+
+    image: str
+    image_pull_policy: str | None = None
+    cpu: str
+    memory_mb: int
+    disk_mb: int | None
+    gpu: int = 0
+    gpu_vendor: str = "nvidia"
+    qos: str = "Burstable"
+    service_account: str | None = None
+    namespace: str | None = None
+    secrets: tuple[str, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    shared_memory_mb: int | None = None
+    port: int | None = None
+    persistent_volume_claims: tuple[tuple[str, str], ...] = ()  # (claim, mount path)
+    tmpfs_size_mb: int | None = None  # set when use_tmpfs
+    tmpfs_path: str = "/metaflow_temp"
+    security_context: tuple[tuple[str, object], ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Retry:
+    """Attempts beyond the first: user-code retries (@retry) plus error retries (@catch)."""
+
+    user_retries: int = 0
+    error_retries: int = 0
+    minutes_between: int = 2
+
+    @property
+    def total(self) -> int:
+        return self.user_retries + self.error_retries
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Step:
+    """One Metaflow step and everything needed to run its task(s)."""
+
+    name: str
+    transition: Transition
+    successors: tuple[str, ...]
+    inputs: InputSource
+    scope: str | None  # the foreach splitter whose body holds this step; None = top level
+    foreach_entry: bool = False  # first step of a foreach body: gets --split-index
+    gang: bool = False  # a @parallel step: runs as a JobSet
+    recursive: bool = False  # a switch step that can choose itself
+    switch_cases: tuple[str, ...] = ()
+    condition: tuple[tuple[str, str], ...] = ()  # switch choices this step needs, in its scope
+    switch_parent: str | None = None  # the switch whose choice gates this step (adds `when`)
+    compute: Compute
+    retry: Retry = field(default_factory=Retry)
+    timeout_seconds: int
+    environment: tuple[tuple[str, str], ...] = ()
+    decorator_specs: tuple[str, ...] = ()  # --with specs for decorators added on the command line
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Parameter:
+    """A flow Parameter, as an Argo workflow parameter holding the raw CLI string."""
+
+    name: str
+    default: str | None  # None: required (no default)
+    description: str | None = None
+    nullable: bool = False  # default None: an empty value means "unset"
+    type_name: str = "str"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CodeSource:
+    """How pods get the flow's code: baked into the image, or Metaflow's code package."""
+
+    image_dir: str | None = None  # --code-in-image DIR
+    package_url: str | None = None
+    package_sha: str | None = None
+    package_commands: tuple[str, ...] = ()  # Metaflow's own download + unpack commands
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Workflow:
+    """A whole compiled flow."""
+
+    name: str  # WorkflowTemplate name (sanitised, length-checked)
+    flow_name: str
+    script: str  # the flow file's base name, run in the pod
+    steps: dict[str, Step]  # in graph order
+    start: str
+    parameters: tuple[Parameter, ...]
+    code: CodeSource
+    namespace: str | None
+    top_level_args: tuple[str, ...]  # e.g. --datastore=s3 --metadata=local ...
+    step_args: tuple[str, ...]  # e.g. --tag x --namespace y, passed to init and step
+    env: tuple[tuple[str, str], ...]  # shared by every pod
+    labels: tuple[tuple[str, str], ...]
+    annotations: tuple[tuple[str, str], ...]
+    max_workers: int
+    timeout_seconds: int | None = None
+    priority: int | None = None
+    description: str | None = None
+    jobset_ttl_seconds: int = 3600

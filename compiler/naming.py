@@ -1,0 +1,103 @@
+"""Every generated name and id formula, in one place.
+
+Task ids must follow one rule everywhere they are written (the pod's --task-id) and
+read back (a join's input paths), so each formula lives here once:
+
+* a step's task id is ``t`` + its foreach context (``t``, ``t-3``, ``t-3-1``), plus
+  ``-r<n>`` for the n-th iteration of a recursive step;
+* a gang's tasks are ``control-<E>-0`` and ``worker-<E>-<i>`` (Metaflow's contract),
+  where E is entropy minted by the step before the gang;
+* the run id is ``argo-<workflow name>`` (Metaflow's contract).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from .errors import CompileError
+
+# Kubernetes object names (DNS-1123 subdomain) and label values are limited to 63
+# characters where Argo puts them into labels (workflow-template name).
+MAX_NAME = 63
+# A Workflow from a template is named <template>-<5 chars>; core keeps templates at 45.
+MAX_TEMPLATE_NAME = 45
+VALID_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_INVALID_CHARS = re.compile(r"[^a-z0-9.-]+")
+
+RUN_ID_PREFIX = "argo-"
+TASK_ID_PREFIX = "t"
+PARAMETERS_TASK_ID = "t-params"
+PARAMETERS_STEP = "_parameters"
+JOBSET_PREFIX = "js-"
+
+
+def sanitize(name: str) -> str:
+    """A Kubernetes-safe lowercase name: other characters become '-'."""
+    cleaned = _INVALID_CHARS.sub("-", name.lower()).strip("-.")
+    return re.sub(r"-{2,}", "-", cleaned)
+
+
+def workflow_template_name(name: str) -> str:
+    """The WorkflowTemplate name, shortened with a stable hash suffix when too long."""
+    clean = sanitize(name)
+    if not clean:
+        raise CompileError("name %r has no characters Kubernetes accepts" % name)
+    if len(clean) > MAX_TEMPLATE_NAME:
+        digest = hashlib.sha1(clean.encode()).hexdigest()[:5]
+        clean = "%s-%s" % (clean[: MAX_TEMPLATE_NAME - 6].rstrip("-."), digest)
+    return clean
+
+
+def template_name(step: str) -> str:
+    """Argo template and DAG task name for a step (Argo names may not contain '_')."""
+    return step.replace("_", "-")
+
+
+def foreach_template_name(splitter: str) -> str:
+    """The sub-DAG that runs one split of ``splitter``'s foreach body."""
+    return "%s-foreach" % template_name(splitter)
+
+
+def recursion_template_name(step: str) -> str:
+    """The steps template that loops a recursive switch step."""
+    return "%s-loop" % template_name(step)
+
+
+def run_id(workflow_name_tag: str) -> str:
+    return RUN_ID_PREFIX + workflow_name_tag
+
+
+def task_id(ctx: str, iteration: str | None = None) -> str:
+    """A step's task id from its foreach context (and recursion iteration)."""
+    base = TASK_ID_PREFIX + ctx
+    return base if iteration is None else "%s-r%s" % (base, iteration)
+
+
+def child_ctx(ctx: str, split_index: str) -> str:
+    """The foreach context of split ``split_index`` inside context ``ctx``."""
+    return "%s-%s" % (ctx, split_index)
+
+
+def control_task_id(entropy: str) -> str:
+    return "control-%s-0" % entropy
+
+
+def worker_task_id(entropy: str, index: str) -> str:
+    return "worker-%s-%s" % (entropy, index)
+
+
+def jobset_name(entropy: str, attempt: str | None) -> str:
+    """One JobSet per attempt: `create` of an existing name fails (argo#6150)."""
+    return JOBSET_PREFIX + entropy + ("" if attempt is None else "-" + attempt)
+
+
+def control_host(jobset: str, namespace: str) -> str:
+    """DNS name of the control pod: <jobset>-<job>-<job index>-<pod index>.<subdomain>."""
+    return "%s-control-0-0.%s.%s.svc.cluster.local" % (jobset, jobset, namespace)
+
+
+def pod_label_value(value: str) -> str:
+    """A label value: ≤ 63 chars of [A-Za-z0-9_.-], starting and ending alphanumeric."""
+    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", value)[:MAX_NAME]
+    return clean.strip("-_.")

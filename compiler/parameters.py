@@ -1,0 +1,87 @@
+"""Flow Parameters and Configs -> workflow parameters and the config env value."""
+
+from __future__ import annotations
+
+import json
+
+from . import ir
+from .errors import CompileError
+
+# Argo would shadow these with its own parameters; core reserves the same name.
+_RESERVED = {"script"}
+
+
+def workflow_parameters(flow, scheduled: bool) -> tuple[ir.Parameter, ...]:
+    """Each Parameter as an Argo parameter holding the string a user would type on the CLI."""
+    from metaflow.parameters import deploy_time_eval
+
+    seen: set[str] = set()
+    out = []
+    for _, param in flow._get_parameters():
+        norm = param.name.lower()
+        if norm in seen:
+            raise CompileError("parameter *%s* is declared twice (names are case-insensitive)" % param.name)
+        seen.add(norm)
+        if param.IS_CONFIG_PARAMETER:
+            continue
+        if norm in _RESERVED:
+            raise CompileError("parameter name *%s* is reserved by Argo Workflows" % param.name)
+        type_name = _type_name(param)
+        if type_name == "FilePath":
+            raise CompileError(
+                "IncludeFile *%s* needs the file uploaded at deploy time; pass its content "
+                "as a Parameter instead" % param.name
+            )
+        required = bool(param.kwargs.get("required", False))
+        has_default = "default" in param.kwargs
+        if scheduled and required and not has_default:
+            raise CompileError(
+                "parameter *%s* is required and has no default, so a schedule cannot start "
+                "the flow" % param.name
+            )
+        default = deploy_time_eval(param.kwargs.get("default")) if has_default else None
+        out.append(
+            ir.Parameter(
+                name=param.name,
+                default=None if (required and not has_default) else _cli_string(default, type_name),
+                description=param.kwargs.get("help"),
+                nullable=default is None and not required,
+                type_name=type_name,
+            )
+        )
+    return tuple(out)
+
+
+def config_env_value(flow) -> str | None:
+    """METAFLOW_FLOW_CONFIG_VALUE: every Config's resolved value, so pods need no files."""
+    from metaflow.flowspec import FlowStateItems
+
+    configs = flow.__class__._flow_state.get(FlowStateItems.CONFIGS) or {}
+    if not configs:
+        return None
+    values = {}
+    for name, (value, _plain) in sorted(configs.items()):
+        values[name] = value
+    return json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _type_name(param) -> str:
+    kind = param.kwargs.get("type")
+    if kind is None:
+        default = param.kwargs.get("default")
+        return type(default).__name__ if default is not None and not callable(default) else "str"
+    name = getattr(kind, "name", None)
+    if name in ("JSON", "FilePath"):
+        return name
+    return getattr(kind, "__name__", str(kind))
+
+
+def _cli_string(value, type_name: str) -> str:
+    """The text `python flow.py run --x VALUE` would accept for this value."""
+    if value is None:
+        return ""
+    if type_name == "JSON" and not isinstance(value, str):
+        return json.dumps(value, sort_keys=True)
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return str(value)

@@ -1,0 +1,7 @@
+"""Registers mfargo with Metaflow: its `argo-workflows` command group replaces core's
+(an extension plugin with the same name wins) and its in-pod decorator is available
+to the commands the generated YAML runs.
+"""
+
+CLIS_DESC = [("argo-workflows", ".argo_cli.cli")]
+STEP_DECORATORS_DESC = [("mfargo_internal", ".pod_hooks.MfargoInternalDecorator")]

@@ -1,0 +1,94 @@
+"""mfargo's in-pod decorator: the few things a Metaflow task must do for Argo.
+
+Kept to Metaflow imports only: it runs inside pods, where mfargo itself may not be
+installed beside the flow's code.
+
+* Gang pods: set up ``current.parallel`` from the JobSet env (MF_MASTER_ADDR, ...)
+  for any N, including N=1, and record the gang's real task ids as the control's
+  ``_control_mapper_tasks``.
+* Every pod with an output directory (MFARGO_OUTPUT_DIR): write the values Argo reads
+  as output parameters: foreach split counts, the switch choice, the gang size and
+  the entropy that names the gang's tasks, and the task id.
+"""
+
+import json
+import os
+import socket
+import time
+import uuid
+
+from metaflow.decorators import StepDecorator
+from metaflow.exception import MetaflowException
+
+UBF_CONTROL = "ubf_control"
+ENTROPY_CHARS = 10  # 40 bits: a gang task id collision across 1,000 splits is ~5e-7
+
+
+class MfargoInternalDecorator(StepDecorator):
+    name = "mfargo_internal"
+    defaults = {"hostname_resolution_timeout": 600}
+
+    def task_pre_step(
+        self, step_name, task_datastore, metadata, run_id, task_id, flow, graph,
+        retry_count, max_user_code_retries, ubf_context, inputs,
+    ):
+        self._run_id = run_id
+        self._task_id = task_id
+        if graph[step_name].parallel_step and "MF_WORLD_SIZE" in os.environ:
+            _setup_parallel_env(ubf_context, float(self.attributes["hostname_resolution_timeout"]))
+
+    def task_post_step(self, step_name, flow, graph, retry_count, max_user_code_retries):
+        if graph[step_name].parallel_step and "MF_CONTROL_INDEX" in os.environ:
+            flow._control_mapper_tasks = [
+                "%s/%s/%s" % (self._run_id, step_name, task) for task in _gang_task_ids()
+            ]
+
+    def task_finished(self, step_name, flow, graph, is_task_ok, retry_count, max_user_code_retries):
+        out_dir = os.environ.get("MFARGO_OUTPUT_DIR")
+        if not is_task_ok or not out_dir:
+            return
+        node = graph[step_name]
+        outputs = {"task-id": self._task_id}
+        if node.type == "foreach" and node.parallel_foreach:
+            n = int(flow._parallel_ubf_iter.num_parallel)
+            outputs["num-parallel"] = str(n)
+            outputs["worker-count"] = str(n - 1)
+            outputs["task-id-entropy"] = uuid.uuid4().hex[:ENTROPY_CHARS]
+        elif node.type == "foreach":
+            k = int(flow._foreach_num_splits)
+            outputs["num-splits"] = json.dumps(list(range(k)))
+            outputs["split-cardinality"] = str(k)
+        elif node.type == "split-switch":
+            outputs["switch-step"] = flow._transition[0][0]
+        for name, value in outputs.items():
+            with open(os.path.join(out_dir, name), "w") as f:
+                f.write(value)
+
+
+def _gang_task_ids():
+    entropy_id = os.environ["MF_PARALLEL_CONTROL_TASK_ID"]  # control-<E>-0
+    entropy = entropy_id[len("control-") : -len("-0")]
+    n = int(os.environ["MF_WORLD_SIZE"])
+    return [entropy_id] + ["worker-%s-%d" % (entropy, i) for i in range(n - 1)]
+
+
+def _setup_parallel_env(ubf_context, timeout):
+    """current.parallel reads MF_PARALLEL_*; derive them from the JobSet pod's env."""
+    os.environ["MF_PARALLEL_NUM_NODES"] = os.environ["MF_WORLD_SIZE"]
+    if ubf_context == UBF_CONTROL:
+        os.environ["MF_PARALLEL_NODE_INDEX"] = "0"
+    else:
+        os.environ["MF_PARALLEL_NODE_INDEX"] = str(int(os.environ["MF_WORKER_REPLICA_INDEX"]) + 1)
+    os.environ["MF_PARALLEL_MAIN_IP"] = _resolve(os.environ["MF_MASTER_ADDR"], timeout)
+
+
+def _resolve(host, timeout):
+    """Workers may start before the control pod has a DNS record: wait for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.gethostbyname(host)
+        except socket.gaierror:
+            if time.monotonic() > deadline:
+                raise MetaflowException("could not resolve the control pod %s in %ds" % (host, timeout))
+            time.sleep(1)

@@ -1,0 +1,123 @@
+"""Pieces every pod shares, whichever template kind runs it: env, resources, volumes,
+retries and metadata, built once so a fix lands everywhere.
+"""
+
+from __future__ import annotations
+
+from hera.workflows import models as m
+
+from mfargo.compiler import ir
+from mfargo.compiler.constants import Env, Label, Path
+
+from . import expr
+
+# Pod identity through the downward API, as Metaflow's Kubernetes integration names it.
+FIELD_REFS = (
+    (Env.POD_NAME, "metadata.name"),
+    (Env.POD_NAMESPACE, "metadata.namespace"),
+    (Env.POD_ID, "metadata.uid"),
+    (Env.SERVICE_ACCOUNT_NAME, "spec.serviceAccountName"),
+    (Env.NODE_IP, "status.hostIP"),
+)
+
+
+def env_vars(pairs) -> list[m.EnvVar]:
+    return [m.EnvVar(name=k, value=v) for k, v in pairs]
+
+
+def field_ref(name: str, path: str) -> m.EnvVar:
+    return m.EnvVar(name=name, value_from=m.EnvVarSource(field_ref=m.ObjectFieldSelector(field_path=path)))
+
+
+def identity_env() -> list[m.EnvVar]:
+    return [field_ref(name, path) for name, path in FIELD_REFS]
+
+
+def resources(compute: ir.Compute) -> m.ResourceRequirements:
+    """Requests from @kubernetes/@resources; limits = requests for Guaranteed QoS."""
+    requests = {"cpu": compute.cpu, "memory": "%dM" % compute.memory_mb}
+    if compute.disk_mb:
+        requests["ephemeral-storage"] = "%dM" % compute.disk_mb
+    limits = dict(requests) if compute.qos == "Guaranteed" else {}
+    if compute.gpu:
+        limits["%s.com/gpu" % compute.gpu_vendor] = str(compute.gpu)
+    return m.ResourceRequirements(
+        requests={k: m.Quantity(v) for k, v in requests.items()},
+        limits={k: m.Quantity(v) for k, v in limits.items()} or None,
+    )
+
+
+def volumes(compute: ir.Compute, with_outputs: bool) -> tuple[list[m.Volume], list[m.VolumeMount], list[m.EnvVar]]:
+    """Volumes, their mounts, and env they imply (tmpfs temp dir)."""
+    vols: list[m.Volume] = []
+    mounts: list[m.VolumeMount] = []
+    env: list[m.EnvVar] = []
+    if with_outputs:
+        vols.append(m.Volume(name=Path.OUTPUTS_VOLUME, empty_dir=m.EmptyDirVolumeSource()))
+        mounts.append(m.VolumeMount(name=Path.OUTPUTS_VOLUME, mount_path=Path.OUTPUTS))
+    if compute.tmpfs_size_mb:
+        vols.append(m.Volume(name=Path.TMPFS_VOLUME, empty_dir=_memory_dir(compute.tmpfs_size_mb)))
+        mounts.append(m.VolumeMount(name=Path.TMPFS_VOLUME, mount_path=compute.tmpfs_path))
+        env.append(m.EnvVar(name=Env.TEMPDIR, value=compute.tmpfs_path))
+    if compute.shared_memory_mb:
+        vols.append(m.Volume(name=Path.SHM_VOLUME, empty_dir=_memory_dir(compute.shared_memory_mb)))
+        mounts.append(m.VolumeMount(name=Path.SHM_VOLUME, mount_path="/dev/shm"))
+    for claim, path in compute.persistent_volume_claims:
+        vols.append(m.Volume(name=claim, persistent_volume_claim=m.PersistentVolumeClaimVolumeSource(claim_name=claim)))
+        mounts.append(m.VolumeMount(name=claim, mount_path=path))
+    return vols, mounts, env
+
+
+def _memory_dir(size_mb: int) -> m.EmptyDirVolumeSource:
+    return m.EmptyDirVolumeSource(medium="Memory", size_limit=m.Quantity("%dMi" % size_mb))
+
+
+def env_from(compute: ir.Compute) -> list[m.EnvFromSource] | None:
+    """Kubernetes Secrets by reference; their values never enter the YAML."""
+    return [m.EnvFromSource(secret_ref=m.SecretEnvSource(name=s)) for s in compute.secrets] or None
+
+
+def tolerations(compute: ir.Compute) -> list[m.Toleration] | None:
+    return [
+        m.Toleration(
+            key=t.key, operator=t.operator, value=t.value, effect=t.effect, toleration_seconds=t.toleration_seconds
+        )
+        for t in compute.tolerations
+    ] or None
+
+
+def security_context(compute: ir.Compute) -> m.SecurityContext | None:
+    if not compute.security_context:
+        return None
+    return m.SecurityContext.model_validate(dict(compute.security_context))
+
+
+def ports(compute: ir.Compute) -> list[m.ContainerPort] | None:
+    return [m.ContainerPort(container_port=compute.port)] if compute.port else None
+
+
+def retry_strategy(retry: ir.Retry) -> m.RetryStrategy | None:
+    if retry.total == 0:
+        return None
+    backoff = m.Backoff(duration="%dm" % retry.minutes_between) if retry.minutes_between else None
+    return m.RetryStrategy(limit=m.IntOrString(retry.total), retry_policy="Always", backoff=backoff)
+
+
+def retry_count(retry: ir.Retry) -> str:
+    """The attempt number: `{{retries}}` exists only when a retryStrategy does."""
+    return expr.RETRIES if retry.total else "0"
+
+
+def step_metadata(step: ir.Step, retry: ir.Retry) -> m.Metadata:
+    annotations = dict(step.compute.annotations)
+    annotations[Label.STEP_NAME] = step.name
+    annotations[Label.ATTEMPT] = retry_count(retry)
+    return m.Metadata(labels=dict(step.compute.labels) or None, annotations=annotations)
+
+
+def pod_spec_patch(compute: ir.Compute) -> str | None:
+    if not compute.image_pull_secrets:
+        return None
+    import json
+
+    return json.dumps({"imagePullSecrets": [{"name": s} for s in compute.image_pull_secrets]}, sort_keys=True)

@@ -1,0 +1,123 @@
+"""DAG templates: the top-level DAG and one sub-DAG per foreach body.
+
+Each scope (top level, or one split of a foreach) is a DAG whose tasks are its steps
+plus one fan-out task per nested foreach. Dependencies always name the outcome
+(``a.Succeeded``), never a bare task name (argo-workflows#12037).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hera.workflows import models as m
+
+from mfargo.compiler import ir, naming
+from mfargo.compiler.constants import Param
+
+from . import expr, wiring
+
+ROOT_CTX = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A task of a scope's DAG: a step, or the fan-out of a nested foreach."""
+
+    task: str
+    condition: tuple
+
+
+def build_all(wf: ir.Workflow, entrypoint: str) -> list[m.Template]:
+    """The top-level DAG (named ``entrypoint``) and every foreach sub-DAG, inner first."""
+    templates = []
+    for splitter in _foreach_splitters(wf):
+        templates.append(_scope_template(wf, splitter, naming.foreach_template_name(splitter)))
+    templates.append(_scope_template(wf, None, entrypoint))
+    return templates
+
+
+def _foreach_splitters(wf: ir.Workflow) -> list[str]:
+    """Foreach steps, innermost bodies first (deeper scopes before the ones holding them)."""
+    splitters = [s.name for s in wf.steps.values() if s.transition is ir.Transition.FOREACH]
+    return sorted(splitters, key=lambda s: -_depth(wf, s))
+
+
+def _depth(wf: ir.Workflow, name: str) -> int:
+    depth, scope = 0, wf.steps[name].scope
+    while scope is not None:
+        depth, scope = depth + 1, wf.steps[scope].scope
+    return depth
+
+
+def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template:
+    ctx = ROOT_CTX if scope is None else expr.input_param(Param.CTX)
+    steps = [s for s in wf.steps.values() if s.scope == scope]
+    tasks = []
+    for step in steps:
+        tasks.append(_step_task(wf, step, ctx))
+        if step.transition is ir.Transition.FOREACH:
+            tasks.append(_fan_out_task(step, ctx))
+    inputs = None
+    if scope is not None:
+        inputs = m.Inputs(parameters=[m.Parameter(name=n) for n in (Param.CTX, Param.SPLIT_INDEX, Param.INPUT_PATHS)])
+    return m.Template(name=name, inputs=inputs, dag=m.DAGTemplate(tasks=tasks))
+
+
+def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
+    template = naming.recursion_template_name(step.name) if step.recursive else wiring.task_name(step.name)
+    when = None
+    if step.switch_parent is not None:
+        when = expr.equals(expr.task_output(wiring.task_name(step.switch_parent), Param.SWITCH_STEP), step.name)
+    return m.DAGTask(
+        name=wiring.task_name(step.name),
+        template=template,
+        depends=_depends(wf, step),
+        when=when,
+        arguments=_arguments(wiring.arguments(step, ctx, wf)),
+    )
+
+
+def _fan_out_task(splitter: ir.Step, ctx: str) -> m.DAGTask:
+    """Runs the foreach body once per split; withParam reads the splitter's [0..K-1]."""
+    task = wiring.task_name(splitter.name)
+    args = [
+        wiring.Arg(Param.CTX, naming.child_ctx(ctx, expr.ITEM)),
+        wiring.Arg(Param.SPLIT_INDEX, expr.ITEM),
+        wiring.Arg(Param.INPUT_PATHS, wiring.step_path(splitter.name, ctx)),
+    ]
+    return m.DAGTask(
+        name=naming.foreach_template_name(splitter.name),
+        template=naming.foreach_template_name(splitter.name),
+        depends=expr.succeeded(task),
+        with_param=expr.task_output(task, Param.NUM_SPLITS),
+        arguments=_arguments(args),
+    )
+
+
+def _depends(wf: ir.Workflow, step: ir.Step) -> str | None:
+    parents = _dag_parents(wf, step)
+    if not parents:
+        return None
+    if all(p.condition == step.condition for p in parents) or len(parents) == 1:
+        return expr.all_succeeded([p.task for p in parents])
+    return expr.any_branch([p.task for p in parents])
+
+
+def _dag_parents(wf: ir.Workflow, step: ir.Step) -> list[Node]:
+    source = step.inputs
+    if isinstance(source, (ir.FromParameters, ir.FromCaller)):
+        return []
+    if isinstance(source, ir.FromForeach):
+        splitter = wf.steps[source.splitter]
+        return [Node(naming.foreach_template_name(splitter.name), splitter.condition)]
+    if isinstance(source, ir.FromGang):
+        return [_node(wf.steps[source.gang])]
+    return [_node(wf.steps[p]) for p in source.parents]
+
+
+def _node(step: ir.Step) -> Node:
+    return Node(wiring.task_name(step.name), step.condition)
+
+
+def _arguments(args: list[wiring.Arg]) -> m.Arguments:
+    return m.Arguments(parameters=[m.Parameter(name=a.name, value=a.value) for a in args])

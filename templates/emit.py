@@ -1,0 +1,70 @@
+"""The only YAML writer: a private Dumper, fixed key order, no folding, no nulls.
+
+A private Dumper keeps output independent of global PyYAML state (hera registers a
+``str`` representer on import). Keys: ``apiVersion, kind, metadata, spec`` first at the
+top, ``name`` first everywhere, the rest alphabetical, so the same flow always gives the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+_TOP = ("apiVersion", "kind", "metadata", "spec")
+_FIRST = ("name", "namespace")
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper with block scalars for multi-line strings."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value and not _has_trailing_space(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _has_trailing_space(text: str) -> bool:
+    return any(line != line.rstrip() for line in text.split("\n"))
+
+
+_Dumper.add_representer(str, _str)
+
+
+def ordered(value, first=_TOP):
+    """Recursively order mapping keys (``first`` ones first, then alphabetical); drop None."""
+    if isinstance(value, dict):
+        keys = [k for k in first if k in value] + sorted(k for k in value if k not in first)
+        return {k: ordered(value[k], _FIRST) for k in keys if value[k] is not None}
+    if isinstance(value, list):
+        return [ordered(v, _FIRST) for v in value]
+    return value
+
+
+def dump(document: dict) -> str:
+    return yaml.dump(
+        ordered(document), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1 << 20, allow_unicode=True
+    )
+
+
+def dump_all(documents: list[dict]) -> str:
+    return "---\n".join(dump(d) for d in documents)
+
+
+def manifest_text(document: dict) -> str:
+    """A manifest embedded as a string. Argo tags written as whole values stay unquoted
+    (``replicas: {{inputs.parameters.worker-count}}``) so they become ints after substitution.
+    """
+    text = dump(document)
+    return _unquote_whole_tags(text)
+
+
+def _unquote_whole_tags(text: str) -> str:
+    # PyYAML quotes a value starting with '{'; a whole-value tag must stay bare so Argo's
+    # textual substitution yields a number. Only `replicas:` carries such a value.
+    out = []
+    for line in text.split("\n"):
+        key, sep, rest = line.partition(": ")
+        if sep and key.strip() == "replicas" and rest.startswith("'{{") and rest.endswith("}}'"):
+            line = "%s: %s" % (key, rest[1:-1])
+        out.append(line)
+    return "\n".join(out)

@@ -1,0 +1,54 @@
+"""Argo tags built by named functions, never by hand (``{{inputs.parameters.x}}`` ...)."""
+
+from __future__ import annotations
+
+WORKFLOW_NAME = "{{workflow.name}}"
+WORKFLOW_NAMESPACE = "{{workflow.namespace}}"
+RETRIES = "{{retries}}"
+ITEM = "{{item}}"
+
+
+def input_param(name: str) -> str:
+    return "{{inputs.parameters.%s}}" % name
+
+
+def task_output(task: str, name: str) -> str:
+    return "{{tasks.%s.outputs.parameters.%s}}" % (task, name)
+
+
+def task_status(task: str) -> str:
+    return "{{tasks.%s.status}}" % task
+
+
+def step_output(step: str, name: str) -> str:
+    return "{{steps.%s.outputs.parameters.%s}}" % (step, name)
+
+
+def workflow_param(name: str) -> str:
+    return "{{workflow.parameters.%s}}" % name
+
+
+def equals(left: str, right: str) -> str:
+    """A `when` comparison (govaluate): the tag is substituted before evaluation."""
+    return "%s == %s" % (left, right)
+
+
+def succeeded(task: str) -> str:
+    return "%s.Succeeded" % task
+
+
+def done(task: str) -> str:
+    """Finished without failing: ran, or was skipped by a switch (enhanced depends)."""
+    return "(%s.Succeeded || %s.Skipped || %s.Omitted)" % (task, task, task)
+
+
+def all_succeeded(tasks: list[str]) -> str:
+    return " && ".join(succeeded(t) for t in tasks)
+
+
+def any_branch(tasks: list[str]) -> str:
+    """All parents done and at least one ran: the merge after a switch."""
+    if len(tasks) == 1:
+        return succeeded(tasks[0])
+    done_all = " && ".join(done(t) for t in tasks)
+    return "%s && (%s)" % (done_all, " || ".join(succeeded(t) for t in tasks))

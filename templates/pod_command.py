@@ -1,0 +1,102 @@
+"""The bash script of each kind of pod, from the IR, with compiler.command's tokens."""
+
+from __future__ import annotations
+
+from mfargo.compiler import command as sh
+from mfargo.compiler import ir, naming
+from mfargo.compiler.constants import Env, Param
+
+from . import common, expr, wiring
+
+CTX = expr.input_param(Param.CTX)
+
+
+def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
+    """A plain step's pod: get code, write input paths, (init,) run the step."""
+    lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
+    lines += input_path_lines(step)
+    iteration = expr.input_param(Param.ITERATION) if step.recursive else None
+    if isinstance(step.inputs, ir.FromParameters):
+        lines += sh.unset_if_empty(nullable_parameter_envs(wf))
+        lines.append(sh.init_call(wf.script, wf.top_level_args, wiring.RUN_ID, naming.PARAMETERS_TASK_ID, wf.step_args))
+    lines.append(
+        sh.metaflow_call(
+            _call(step, wf, sh.Lit(naming.task_id(CTX, iteration)), split_index=_split_index(step))
+        )
+    )
+    return sh.bash(lines)
+
+
+def gang_script(step: ir.Step, wf: ir.Workflow, control: bool) -> list[str]:
+    """A gang pod: control is split 0, worker i is split i+1 (Metaflow's contract)."""
+    lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
+    lines.append(sh.write_paths(sh.Lit(wiring.step_path(step.inputs.parents[0], CTX))))
+    entropy = expr.input_param(Param.ENTROPY)
+    if control:
+        task_id = sh.Lit(naming.control_task_id(entropy))
+        call = _call(step, wf, task_id, split_index=sh.CONTROL_SPLIT_INDEX, ubf=sh.UBF_CONTROL,
+                     num_parallel=expr.input_param(Param.NUM_PARALLEL))
+    else:
+        task_id = sh.Cat((sh.Lit(naming.worker_task_id(entropy, "")), sh.Var(Env.WORKER_REPLICA_INDEX)))
+        call = _call(step, wf, task_id, split_index=sh.WORKER_SPLIT_INDEX, ubf=sh.UBF_TASK)
+    lines.append(sh.metaflow_call(call))
+    return sh.bash(lines)
+
+
+def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None) -> sh.StepCall:
+    return sh.StepCall(
+        script=wf.script,
+        top_level_args=wf.top_level_args,
+        decorator_specs=step.decorator_specs,
+        step=step.name,
+        run_id=wiring.RUN_ID,
+        task_id=task_id,
+        retry_count=common.retry_count(step.retry),
+        max_user_code_retries=step.retry.user_retries,
+        step_args=wf.step_args,
+        split_index=split_index,
+        ubf_context=ubf,
+        num_parallel=num_parallel,
+    )
+
+
+def _split_index(step: ir.Step):
+    return sh.Lit(expr.input_param(Param.SPLIT_INDEX)) if step.foreach_entry else None
+
+
+def input_path_lines(step: ir.Step) -> list[sh.Line]:
+    """Write this task's input paths to the paths file, built from the YAML alone."""
+    source = step.inputs
+    if step.recursive or isinstance(source, ir.FromCaller):
+        return [sh.write_paths(sh.Lit(expr.input_param(Param.INPUT_PATHS)))]
+    if isinstance(source, (ir.FromParameters, ir.FromParents)):
+        return [sh.write_paths(sh.Lit(wiring.static_paths(source, CTX)))]
+    if isinstance(source, ir.FromForeach):
+        prefix = "%s/%s/:" % (wiring.RUN_ID, source.body_last)
+        lines = sh.id_list_lines(None, naming.task_id(naming.child_ctx(CTX, "")), expr.input_param(Param.SPLIT_CARDINALITY))
+        return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
+    if isinstance(source, ir.FromGang):
+        entropy = expr.input_param(Param.ENTROPY)
+        prefix = "%s/%s/:" % (wiring.RUN_ID, source.gang)
+        lines = sh.id_list_lines(
+            sh.Lit(naming.control_task_id(entropy)),
+            naming.worker_task_id(entropy, ""),
+            expr.input_param(Param.NUM_PARALLEL),
+            offset=1,
+        )
+        return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
+    assert isinstance(source, ir.FromBranches), source
+    candidates = [
+        (expr.input_param(wiring.status_param(p)), "%s/%s" % (p, naming.task_id(CTX))) for p in source.parents
+    ]
+    lines = sh.branch_lines(candidates)
+    return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var("ids"))))]
+
+
+def nullable_parameter_envs(wf: ir.Workflow) -> list[str]:
+    return [parameter_env(p.name) for p in wf.parameters if p.nullable]
+
+
+def parameter_env(name: str) -> str:
+    """`flow.py init` reads a parameter from METAFLOW_INIT_<NAME> ('-' becomes '_')."""
+    return Env.INIT_PREFIX + name.upper().replace("-", "_")

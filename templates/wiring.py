@@ -1,0 +1,104 @@
+"""What flows between tasks: each step's input parameters and where their values come from.
+
+The template side (inputs a step's template declares) and the caller side (arguments a
+DAG task passes) are derived from the same list here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mfargo.compiler import ir, naming
+from mfargo.compiler.constants import Param
+
+from . import expr
+
+RUN_ID = naming.run_id(expr.WORKFLOW_NAME)
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    name: str
+    value: str  # as the calling DAG task writes it
+
+
+def task_name(step: str) -> str:
+    return naming.template_name(step)
+
+
+def step_path(step: str, ctx: str, iteration: str | None = None) -> str:
+    """A Metaflow input pathspec run/step/task for a task in context ``ctx``."""
+    return "%s/%s/%s" % (RUN_ID, step, naming.task_id(ctx, iteration))
+
+
+def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
+    """The parameters a DAG task passes to ``step``'s template, in scope context ``scope_ctx``."""
+    args = [Arg(Param.CTX, scope_ctx)]
+    if step.foreach_entry:
+        args += [
+            Arg(Param.SPLIT_INDEX, expr.input_param(Param.SPLIT_INDEX)),
+            Arg(Param.INPUT_PATHS, expr.input_param(Param.INPUT_PATHS)),
+        ]
+    source = step.inputs
+    if step.gang:
+        splitter = task_name(source.parents[0])
+        args += [
+            Arg(Param.NUM_PARALLEL, expr.task_output(splitter, Param.NUM_PARALLEL)),
+            Arg(Param.WORKER_COUNT, expr.task_output(splitter, Param.WORKER_COUNT)),
+            Arg(Param.ENTROPY, expr.task_output(splitter, Param.ENTROPY)),
+        ]
+    elif isinstance(source, ir.FromForeach):
+        args.append(
+            Arg(Param.SPLIT_CARDINALITY, expr.task_output(task_name(source.splitter), Param.SPLIT_CARDINALITY))
+        )
+    elif isinstance(source, ir.FromGang):
+        splitter = task_name(source.splitter)
+        args += [
+            Arg(Param.NUM_PARALLEL, expr.task_output(splitter, Param.NUM_PARALLEL)),
+            Arg(Param.ENTROPY, expr.task_output(splitter, Param.ENTROPY)),
+        ]
+    elif isinstance(source, ir.FromBranches):
+        args += [Arg(status_param(p), expr.task_status(task_name(p))) for p in source.parents]
+    if step.recursive:
+        args += [
+            Arg(Param.ITERATION, "0"),
+            Arg(Param.INPUT_PATHS, static_paths(source, scope_ctx)),
+        ]
+    return args
+
+
+def status_param(parent: str) -> str:
+    return Param.STATUS_PREFIX + naming.template_name(parent)
+
+
+def static_paths(source: ir.InputSource, ctx: str) -> str:
+    """Input paths known when the YAML is written (all parents ran in context ``ctx``)."""
+    if isinstance(source, ir.FromParameters):
+        return "%s/%s/%s" % (RUN_ID, naming.PARAMETERS_STEP, naming.PARAMETERS_TASK_ID)
+    assert isinstance(source, ir.FromParents), source
+    if len(source.parents) == 1:
+        return step_path(source.parents[0], ctx)
+    task = naming.task_id(ctx)
+    return "%s/:%s" % (RUN_ID, ",".join("%s/%s" % (p, task) for p in source.parents))
+
+
+def template_inputs(step: ir.Step) -> list[str]:
+    """Names of the inputs ``step``'s (container or gang) template declares."""
+    names = [a.name for a in arguments(step, "", None)]  # values unused
+    if step.recursive:
+        names = [n for n in names if n != Param.ITERATION] + [Param.ITERATION]
+    return list(dict.fromkeys(names))
+
+
+def outputs(step: ir.Step) -> list[str]:
+    """Output parameters the in-pod decorator writes for this step's successors."""
+    names: list[str] = []
+    if step.transition is ir.Transition.FOREACH:
+        names += [Param.NUM_SPLITS, Param.SPLIT_CARDINALITY]
+    elif step.transition is ir.Transition.PARALLEL:
+        names += [Param.NUM_PARALLEL, Param.WORKER_COUNT, Param.ENTROPY]
+    elif step.transition is ir.Transition.SWITCH:
+        names.append(Param.SWITCH_STEP)
+    if step.recursive:
+        names.append(Param.TASK_ID)
+    return names

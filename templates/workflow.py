@@ -1,0 +1,78 @@
+"""The WorkflowTemplate: spec-level settings, templateDefaults and every template."""
+
+from __future__ import annotations
+
+from hera.workflows import models as m
+
+from mfargo.compiler import ir, naming
+from mfargo.compiler.constants import Label
+from mfargo.compiler.errors import CompileError
+
+from . import common, dag, gang, recursion, step
+
+
+def build(wf: ir.Workflow) -> m.WorkflowTemplate:
+    default_image = _most_common_image(wf)
+    entrypoint = naming.sanitize(wf.flow_name)
+    templates = dag.build_all(wf, entrypoint)
+    for s in wf.steps.values():
+        if s.gang:
+            templates.append(gang.build(s, wf, default_image))
+        else:
+            templates.append(step.build(s, wf, default_image))
+        if s.recursive:
+            templates.append(recursion.build(s))
+    _check_unique(templates)
+    return m.WorkflowTemplate(
+        api_version="argoproj.io/v1alpha1",
+        kind="WorkflowTemplate",
+        metadata=m.ObjectMeta(
+            name=wf.name,
+            namespace=wf.namespace,
+            labels=dict(wf.labels),
+            annotations=dict(wf.annotations),
+        ),
+        spec=m.WorkflowSpec(
+            entrypoint=entrypoint,
+            arguments=_arguments(wf),
+            parallelism=wf.max_workers,
+            active_deadline_seconds=m.IntOrString(wf.timeout_seconds) if wf.timeout_seconds else None,
+            priority=wf.priority,
+            pod_metadata=m.Metadata(
+                labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-task"},
+                annotations={Label.RUN_ID: naming.run_id("{{workflow.name}}"), Label.FLOW_NAME: wf.flow_name},
+            ),
+            workflow_metadata=m.WorkflowMetadata(labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-run"}),
+            template_defaults=m.Template(
+                container=m.Container(
+                    # The schema requires an image here too; every template still names its own.
+                    image=default_image,
+                    env=common.env_vars(wf.env) + common.identity_env(),
+                )
+            ),
+            templates=templates,
+        ),
+    )
+
+
+def _most_common_image(wf: ir.Workflow) -> str:
+    counts: dict[str, int] = {}
+    for s in wf.steps.values():
+        counts[s.compute.image] = counts.get(s.compute.image, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+
+
+def _arguments(wf: ir.Workflow) -> m.Arguments | None:
+    if not wf.parameters:
+        return None
+    return m.Arguments(
+        parameters=[m.Parameter(name=p.name, value=p.default, description=p.description) for p in wf.parameters]
+    )
+
+
+def _check_unique(templates: list[m.Template]) -> None:
+    seen = set()
+    for t in templates:
+        if t.name in seen:
+            raise CompileError("two Argo templates would be named %r; rename the step" % t.name)
+        seen.add(t.name)
