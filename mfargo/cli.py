@@ -1,0 +1,48 @@
+"""The `mfargo` console script: `mfargo compile FLOW.py`, `mfargo run WORKFLOW.yaml`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "run":
+        from mfargo.runner.cli import main as run_main
+
+        return run_main(argv[1:])
+    parser = argparse.ArgumentParser(prog="mfargo", description="Compile Metaflow flows to Argo Workflows.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    comp = sub.add_parser("compile", help="Compile FLOW.py to YAML (stdout, or -o FILE).")
+    comp.add_argument("flow", help="the flow's Python file")
+    comp.add_argument("-o", "--output", help="write here (atomically) instead of stdout")
+    comp.add_argument("--code-in-image", help="the flow's code is in the image at this directory")
+    comp.add_argument("--datastore", help="Metaflow datastore type (s3, local)")
+    comp.add_argument("--datastore-root", help="Metaflow datastore root")
+    sub.add_parser("run", help="Run a compiled workflow locally (see `mfargo run --help`).")
+    args = parser.parse_args(argv)
+    return compile_command(args)
+
+
+def compile_command(args) -> int:
+    """Delegates to `python FLOW.py argo-workflows create`, so Metaflow loads the flow as usual."""
+    if not os.path.isfile(args.flow):
+        print("mfargo: no such flow file: %s" % args.flow, file=sys.stderr)
+        return 2
+    cmd = [sys.executable, os.path.basename(args.flow)]
+    if args.datastore:
+        cmd.append("--datastore=%s" % args.datastore)
+    if args.datastore_root:
+        cmd.append("--datastore-root=%s" % args.datastore_root)
+    cmd += ["argo-workflows", "create"]
+    if args.code_in_image:
+        cmd += ["--code-in-image", args.code_in_image]
+    cmd += ["--output-file", os.path.abspath(args.output)] if args.output else ["--only-yaml"]
+    return subprocess.call(cmd, cwd=os.path.dirname(os.path.abspath(args.flow)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

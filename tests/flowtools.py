@@ -1,0 +1,63 @@
+"""Helpers for tests: compile a flow file in a clean environment, parse the result."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+# What the checked-in examples are compiled with (also used to regenerate them).
+EXAMPLE_ARGS = ("--datastore=s3", "--datastore-root=s3://mfargo-examples/metaflow")
+EXAMPLE_CREATE_ARGS = ("--code-in-image", "/app")
+
+
+def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
+    """The caller's env without Metaflow/AWS settings, so output depends on the flow alone."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("METAFLOW_", "AWS_", "MFARGO_"))}
+    env["USER"] = "tester"
+    env["METAFLOW_HOME"] = str(home or (REPO / "tests" / ".no-metaflow-home"))
+    env.update(extra)
+    return env
+
+
+def compile_file(flow: Path, *create_args: str, top_args=EXAMPLE_ARGS, env=None, check=True) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, flow.name, *top_args, "argo-workflows", "create", *create_args]
+    if not any(a in ("--only-yaml", "--only-json", "--output-file") for a in create_args):
+        cmd.append("--only-yaml")
+    proc = subprocess.run(cmd, cwd=flow.parent, env=env or clean_env(), capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError("compile failed (%d):\n%s" % (proc.returncode, proc.stderr[-3000:]))
+    return proc
+
+
+def write_flow(tmp_path: Path, source: str, name: str = "flow.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def compile_source(tmp_path: Path, source: str, *create_args: str, **kw) -> list[dict]:
+    proc = compile_file(write_flow(tmp_path, source), *create_args, **kw)
+    return list(yaml.safe_load_all(proc.stdout))
+
+
+def templates(doc: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in doc["spec"]["templates"]}
+
+
+def dag_tasks(doc: dict, template: str) -> dict[str, dict]:
+    return {t["name"]: t for t in templates(doc)[template]["dag"]["tasks"]}
+
+
+def args(task: dict) -> dict[str, str]:
+    return {p["name"]: p["value"] for p in task.get("arguments", {}).get("parameters", [])}
+
+
+def script(template: dict) -> str:
+    return template["container"]["command"][2]
