@@ -1,0 +1,249 @@
+"""Every graph shape compiles to a DAG wired the way Metaflow's task ids need."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowtools import args, compile_source, dag_tasks, script, templates
+from mfargo import validation
+
+LINEAR = """
+from metaflow import FlowSpec, step
+class F(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.a)
+    @step
+    def a(self):
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    F()
+"""
+
+NESTED_SPLITS = """
+from metaflow import FlowSpec, step
+class F(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.a, self.split)
+    @step
+    def a(self):
+        self.next(self.join)
+    @step
+    def split(self):
+        self.next(self.b, self.c)
+    @step
+    def b(self):
+        self.next(self.inner_join)
+    @step
+    def c(self):
+        self.next(self.inner_join)
+    @step
+    def inner_join(self, inputs):
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    F()
+"""
+
+FOREACH_3_IN_SPLIT = """
+from metaflow import FlowSpec, step
+class F(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.fe1, self.other)
+    @step
+    def other(self):
+        self.next(self.join)
+    @step
+    def fe1(self):
+        self.xs = [1, 2]
+        self.next(self.fe2, foreach="xs")
+    @step
+    def fe2(self):
+        self.ys = [1, 2]
+        self.next(self.fe3, foreach="ys")
+    @step
+    def fe3(self):
+        self.zs = [1, 2]
+        self.next(self.leaf, foreach="zs")
+    @step
+    def leaf(self):
+        self.next(self.j3)
+    @step
+    def j3(self, inputs):
+        self.next(self.j2)
+    @step
+    def j2(self, inputs):
+        self.next(self.j1)
+    @step
+    def j1(self, inputs):
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    F()
+"""
+
+RECURSIVE_SWITCH = """
+from metaflow import FlowSpec, step
+class F(FlowSpec):
+    @step
+    def start(self):
+        self.i = 0
+        self.next(self.loop)
+    @step
+    def loop(self):
+        self.i += 1
+        self.state = "again" if self.i < 3 else "done"
+        self.next({"again": self.loop, "done": self.end}, condition="state")
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    F()
+"""
+
+PARALLEL_IN_FOREACH = """
+from metaflow import FlowSpec, step, parallel, current
+class F(FlowSpec):
+    @step
+    def start(self):
+        self.items = [1, 2, 3]
+        self.next(self.prep, foreach="items")
+    @step
+    def prep(self):
+        self.next(self.train, num_parallel=2)
+    @parallel
+    @step
+    def train(self):
+        self.next(self.gang_join)
+    @step
+    def gang_join(self, inputs):
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    F()
+"""
+
+
+def _compile(tmp_path, source):
+    [doc] = compile_source(tmp_path, source)
+    assert validation.validate_documents([doc]) == []
+    return doc
+
+
+def test_linear(tmp_path):
+    doc = _compile(tmp_path, LINEAR)
+    tasks = dag_tasks(doc, "f")
+    assert list(tasks) == ["start", "a", "end"]
+    assert "depends" not in tasks["start"]
+    assert tasks["a"]["depends"] == "start.Succeeded"
+    assert tasks["end"]["depends"] == "a.Succeeded"
+    assert "'argo-{{workflow.name}}/a/t{{inputs.parameters.ctx}}'" in script(templates(doc)["end"])
+
+
+def test_nested_splits_and_a_step_named_split(tmp_path):
+    doc = _compile(tmp_path, NESTED_SPLITS)
+    tasks = dag_tasks(doc, "f")
+    assert tasks["inner-join"]["depends"] == "b.Succeeded && c.Succeeded"
+    assert tasks["join"]["depends"] == "a.Succeeded && inner-join.Succeeded"
+    assert tasks["b"]["depends"] == "split.Succeeded"  # qualified, never a bare `split`
+    paths = "argo-{{workflow.name}}/:a/t{{inputs.parameters.ctx}},inner_join/t{{inputs.parameters.ctx}}"
+    assert paths in script(templates(doc)["join"])
+
+
+def test_nested_foreach_three_levels_inside_a_split(tmp_path):
+    doc = _compile(tmp_path, FOREACH_3_IN_SPLIT)
+    tmpl = templates(doc)
+    for splitter in ("fe1", "fe2", "fe3"):
+        assert "dag" in tmpl["%s-foreach" % splitter]
+        outs = {p["name"] for p in tmpl[splitter]["outputs"]["parameters"]}
+        assert outs == {"num-splits", "split-cardinality"}
+    top = dag_tasks(doc, "f")
+    fan = top["fe1-foreach"]
+    assert fan["withParam"] == "{{tasks.fe1.outputs.parameters.num-splits}}"
+    assert args(fan) == {
+        "ctx": "-{{item}}",
+        "split-index": "{{item}}",
+        "input-paths": "argo-{{workflow.name}}/fe1/t",
+    }
+    assert top["j1"]["depends"] == "fe1-foreach.Succeeded"
+    inner = dag_tasks(doc, "fe2-foreach")
+    assert args(inner["fe3-foreach"])["ctx"] == "{{inputs.parameters.ctx}}-{{item}}"
+    assert args(inner["fe3-foreach"])["input-paths"] == "argo-{{workflow.name}}/fe3/t{{inputs.parameters.ctx}}"
+    leaf = dag_tasks(doc, "fe3-foreach")["leaf"]
+    assert args(leaf)["split-index"] == "{{inputs.parameters.split-index}}"
+    assert "--split-index '{{inputs.parameters.split-index}}'" in script(tmpl["leaf"])
+    # The join rebuilds its children's ids from the split count: no lookups in the pod.
+    j3 = script(tmpl["j3"])
+    assert "n='{{inputs.parameters.split-cardinality}}'" in j3
+    assert "'t{{inputs.parameters.ctx}}-'$i" in j3
+    # templates nest inner first, so every sub-DAG is defined before its user
+    names = [t["name"] for t in doc["spec"]["templates"]]
+    assert names.index("fe3-foreach") < names.index("fe2-foreach") < names.index("fe1-foreach") < names.index("f")
+
+
+def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
+    doc = _compile(tmp_path, RECURSIVE_SWITCH)
+    tmpl = templates(doc)
+    loop = tmpl["loop-loop"]
+    [[run], [again]] = loop["steps"]
+    assert run["template"] == "loop" and again["template"] == "loop-loop"
+    assert again["when"] == "{{steps.run.outputs.parameters.switch-step}} == loop"
+    again_args = args(again)
+    assert again_args["iteration"] == "{{=asInt(inputs.parameters['iteration']) + 1}}"
+    assert again_args["input-paths"] == "argo-{{workflow.name}}/loop/t{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}"
+    top = dag_tasks(doc, "f")
+    assert top["loop"]["template"] == "loop-loop"
+    assert args(top["loop"])["iteration"] == "0"
+    assert top["end"]["when"] == "{{tasks.loop.outputs.parameters.switch-step}} == end"
+    assert "--task-id 't{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}'" in script(tmpl["loop"])
+
+
+def test_switch_merge_uses_the_branch_that_ran(tmp_path):
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "examples" / "switch.py").read_text()
+    doc = _compile(tmp_path, source)
+    tasks = dag_tasks(doc, "switchflow")
+    assert tasks["big"]["when"] == "{{tasks.start.outputs.parameters.switch-step}} == big"
+    merge = tasks["merge"]
+    assert "big.Skipped" in merge["depends"] and "(big.Succeeded || small.Succeeded)" in merge["depends"]
+    assert args(merge)["status-big"] == "{{tasks.big.status}}"
+    assert "end" in tasks and tasks["end"]["depends"] == "merge.Succeeded"
+
+
+def test_parallel_inside_foreach_gets_per_split_entropy(tmp_path):
+    doc = _compile(tmp_path, PARALLEL_IN_FOREACH)
+    body = dag_tasks(doc, "start-foreach")
+    assert args(body["train"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
+    assert args(body["gang-join"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
+    # the gang join's own id is per split: t<ctx>, ctx = -<split>
+    assert "--task-id 't{{inputs.parameters.ctx}}'" in script(templates(doc)["gang-join"])
+
+
+@pytest.mark.parametrize("source", [LINEAR, NESTED_SPLITS, FOREACH_3_IN_SPLIT, RECURSIVE_SWITCH, PARALLEL_IN_FOREACH])
+def test_task_names_unique_per_dag(tmp_path, source):
+    doc = _compile(tmp_path, source)
+    for t in doc["spec"]["templates"]:
+        if "dag" in t:
+            names = [task["name"] for task in t["dag"]["tasks"]]
+            assert len(names) == len(set(names))
