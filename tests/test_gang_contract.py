@@ -1,0 +1,223 @@
+"""The @parallel contract: JobSet shape, pod env, task ids and the join's input paths.
+
+The pod scripts are executed with bash after substituting Argo tags, with a stand-in
+`python` that records its arguments, so the assertions are on what a pod would run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, script, templates
+
+FAKE_PYTHON = """#!/bin/bash
+# Records the Metaflow command line and the input paths it would read.
+printf '%s\\n' "$@" > "$RECORD_DIR/argv.$$"
+for ((i = 1; i <= $#; i++)); do
+  if [ "${!i}" = --input-paths-filename ]; then j=$((i + 1)); cat "${!j}" > "$RECORD_DIR/paths.$$"; fi
+done
+"""
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    def repl(match):
+        key = match.group(1)
+        if key not in values:
+            raise KeyError("no value for {{%s}}" % key)
+        return values[key]
+
+    return re.sub(r"\{\{([^}]+)\}\}", repl, text)
+
+
+def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dict | None = None) -> list[dict]:
+    """Run a pod's bash script; return one record (argv, paths) per `python` call."""
+    bindir, record = tmp_path / "bin", tmp_path / "record"
+    bindir.mkdir(exist_ok=True)
+    record.mkdir(exist_ok=True)
+    for f in record.iterdir():
+        f.unlink()
+    fake = bindir / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    script_text = substitute(command[2], values).replace("cd /app\n", "")
+    full_env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "RECORD_DIR": str(record), **(env or {})}
+    subprocess.run(["bash", "-c", script_text], env=full_env, check=True, timeout=30)
+    calls = []
+    for argv_file in sorted(record.glob("argv.*"), key=lambda p: int(p.suffix[1:])):
+        paths = record / ("paths" + argv_file.suffix)
+        calls.append({"argv": argv_file.read_text().split("\n")[:-1], "paths": paths.read_text() if paths.exists() else None})
+    return calls
+
+
+def opt(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+@pytest.fixture(scope="module")
+def doc():
+    text = compile_file(EXAMPLES / "distributed_training.py", *EXAMPLE_CREATE_ARGS).stdout
+    return yaml.safe_load(text)
+
+
+@pytest.fixture(scope="module")
+def jobset(doc):
+    return yaml.safe_load(templates(doc)["train"]["resource"]["manifest"].replace("{{", "<").replace("}}", ">"))
+
+
+def test_resource_template_creates_a_jobset_and_waits_on_terminal_state(doc):
+    train = templates(doc)["train"]
+    res = train["resource"]
+    assert res["action"] == "create" and res["setOwnerReference"] is True
+    assert res["successCondition"] == "status.terminalState == Completed"
+    assert res["failureCondition"] == "status.terminalState == Failed"
+    assert "setOwnerReference" not in train
+    assert train["retryStrategy"]["limit"] == 1
+
+
+def test_manifest_is_yaml_with_a_plain_worker_count(doc):
+    manifest = templates(doc)["train"]["resource"]["manifest"]
+    assert "replicas: {{inputs.parameters.worker-count}}\n" in manifest
+    assert "{{=" not in manifest
+    # Argo's own lint: tags become placeholders, then the manifest must parse.
+    parsed = yaml.safe_load(re.sub(r"\{\{[^}]+\}\}", "1", manifest))
+    assert parsed["spec"]["replicatedJobs"][1]["replicas"] == 1
+
+
+def test_jobset_shape(jobset):
+    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
+    assert jobset["metadata"]["name"] == "js-<inputs.parameters.task-id-entropy>-<retries>"
+    assert jobset["spec"]["network"] == {
+        "enableDNSHostnames": True,
+        "publishNotReadyAddresses": True,
+        "subdomain": jobset["metadata"]["name"],
+    }
+    assert jobset["spec"]["ttlSecondsAfterFinished"] > 0
+    control, worker = jobset["spec"]["replicatedJobs"]
+    assert (control["name"], control["replicas"]) == ("control", 1)
+    assert worker["name"] == "worker"
+    for job in (control, worker):
+        spec = job["template"]["spec"]
+        assert spec["backoffLimit"] == 0
+        assert spec["template"]["spec"]["restartPolicy"] == "Never"
+        assert spec["template"]["spec"]["subdomain"] == jobset["metadata"]["name"]
+
+
+def _env(job) -> dict:
+    container = job["template"]["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_pod_env_matches_metaflow_contract(jobset):
+    control, worker = (_env(j) for j in jobset["spec"]["replicatedJobs"])
+    name = "js-<inputs.parameters.task-id-entropy>-<retries>"
+    for env in (control, worker):
+        assert env["MF_MASTER_ADDR"] == "%s-control-0-0.%s.default.svc.cluster.local" % (name, name)
+        assert env["MF_MASTER_PORT"] == "29500"
+        assert env["MF_WORLD_SIZE"] == "<inputs.parameters.num-parallel>"
+        assert env["MF_PARALLEL_CONTROL_TASK_ID"] == "control-<inputs.parameters.task-id-entropy>-0"
+        index = {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/job-index']"}}
+        assert env["MF_WORKER_REPLICA_INDEX"] == index and env["TASK_ID_SUFFIX"] == index
+        assert env["JOBSET_RESTART_ATTEMPT"] == {
+            "fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}
+        }
+    assert control["UBF_CONTEXT"] == "ubf_control" and control["MF_CONTROL_INDEX"] == "0"
+    assert worker["UBF_CONTEXT"] == "ubf_task" and "MF_CONTROL_INDEX" not in worker
+
+
+VALUES = {
+    "workflow.name": "dt-abcde",
+    "workflow.namespace": "default",
+    "inputs.parameters.ctx": "",
+    "inputs.parameters.task-id-entropy": "e1e2e3e4e5",
+    "retries": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def raw_commands(doc):
+    manifest = yaml.safe_load(re.sub(r"replicas: \{\{[^}]+\}\}", "replicas: 0", templates(doc)["train"]["resource"]["manifest"]))
+    return [j["template"]["spec"]["template"]["spec"]["containers"][0]["command"] for j in manifest["spec"]["replicatedJobs"]]
+
+
+def test_control_and_worker_task_ids_and_split_indices(tmp_path, raw_commands):
+    control_cmd, worker_cmd = raw_commands
+    values = dict(VALUES, **{"inputs.parameters.num-parallel": "3"})
+    [control] = run_pod(tmp_path, control_cmd, values)
+    assert opt(control["argv"], "--task-id") == "control-e1e2e3e4e5-0"
+    assert opt(control["argv"], "--split-index") == "0"
+    assert opt(control["argv"], "--ubf-context") == "ubf_control"
+    assert opt(control["argv"], "--retry-count") == "1"
+    assert control["paths"] == "argo-dt-abcde/start/t"
+    for i in range(2):
+        [worker] = run_pod(tmp_path, worker_cmd, values, env={"MF_WORKER_REPLICA_INDEX": str(i)})
+        assert opt(worker["argv"], "--task-id") == "worker-e1e2e3e4e5-%d" % i
+        assert opt(worker["argv"], "--split-index") == str(i + 1)
+        assert opt(worker["argv"], "--ubf-context") == "ubf_task"
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_join_input_paths_built_in_the_pod(tmp_path, doc, n):
+    values = dict(VALUES, **{"inputs.parameters.num-parallel": str(n)})
+    [call] = run_pod(tmp_path, templates(doc)["join"]["container"]["command"], values)
+    ids = ["control-e1e2e3e4e5-0"] + ["worker-e1e2e3e4e5-%d" % i for i in range(n - 1)]
+    assert call["paths"] == "argo-dt-abcde/train/:" + ",".join(ids)
+    assert opt(call["argv"], "--task-id") == "t"
+
+
+def test_no_retries_means_no_retries_tag(tmp_path):
+    [doc] = compile_source(tmp_path, """
+        from metaflow import FlowSpec, step, parallel
+        class G(FlowSpec):
+            @step
+            def start(self):
+                self.next(self.train, num_parallel=1)
+            @parallel
+            @step
+            def train(self):
+                self.next(self.join)
+            @step
+            def join(self, inputs):
+                self.next(self.end)
+            @step
+            def end(self):
+                pass
+        if __name__ == "__main__":
+            G()
+    """)
+    train = templates(doc)["train"]
+    assert "retryStrategy" not in train
+    assert "{{retries}}" not in json.dumps(train)
+    assert yaml.safe_load(train["resource"]["manifest"].replace("{{", "<").replace("}}", ">"))["metadata"]["name"] == "js-<inputs.parameters.task-id-entropy>"
+
+
+def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
+    [doc] = compile_source(tmp_path, """
+        from metaflow import FlowSpec, step, parallel, catch
+        class G(FlowSpec):
+            @step
+            def start(self):
+                self.next(self.train, num_parallel=2)
+            @catch(var="failure")
+            @parallel
+            @step
+            def train(self):
+                self.next(self.join)
+            @step
+            def join(self, inputs):
+                self.next(self.end)
+            @step
+            def end(self):
+                pass
+        if __name__ == "__main__":
+            G()
+    """)
+    train = templates(doc)["train"]
+    assert train["retryStrategy"]["limit"] == 3  # @catch's error retries, each a new JobSet
+    assert "--max-user-code-retries 0" in train["resource"]["manifest"]
