@@ -1,0 +1,217 @@
+"""Public entry point: run a Workflow/WorkflowTemplate locally, return what happened.
+
+``run_workflow`` does what ``argo submit [--from workflowtemplate/x] -p ...`` plus
+the controllers would: name the Workflow, resolve its parameters, execute it with
+local processes (:mod:`runner.scheduler`, :mod:`runner.pod`, :mod:`runner.jobset`)
+and report progress through ``on_event``.  Everything the run starts is killed
+before it returns (also on Ctrl-C/SIGTERM, a deadline or an exception), and every
+wait is bounded by the workflow's/pods' deadlines and the optional ``timeout``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import events as ev
+from .jobset import JobSetController
+from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
+from .pod import PodRunner
+from .scheduler import Executor, Node
+
+CODE_DIR_ANNOTATION = "mfargo/code-dir"
+
+
+@dataclass
+class RunResult:
+    status: str  # Succeeded | Failed | Error
+    workflow_name: str
+    namespace: str = "default"
+    uid: str = ""
+    message: str = ""
+    nodes: dict[str, Node] = field(default_factory=dict)
+    work_dir: Path | None = None
+    jobsets: dict[str, dict] = field(default_factory=dict)
+    parameters: dict[str, str] = field(default_factory=dict)
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def run_id(self) -> str:
+        """The Metaflow run id of a flow compiled to Argo: ``argo-<workflow name>``."""
+        return f"argo-{self.workflow_name}"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "Succeeded"
+
+    @property
+    def duration(self) -> float:
+        return self.finished_at - self.started_at
+
+    def node(self, display_name: str) -> Node:
+        """The node with this display name (task/step name, ``name(0)``, ``name(1:item)``...)."""
+        matches = [n for n in self.nodes.values() if n.display_name == display_name]
+        if not matches:
+            raise KeyError(f"no node {display_name!r}; nodes: {sorted({n.display_name for n in self.nodes.values()})}")
+        return matches[-1]
+
+    def pods(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.pod_dir]
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "workflow_name": self.workflow_name, "run_id": self.run_id,
+                "namespace": self.namespace, "uid": self.uid, "message": self.message,
+                "parameters": self.parameters, "started_at": self.started_at,
+                "finished_at": self.finished_at, "work_dir": str(self.work_dir),
+                "nodes": {k: v.to_dict() for k, v in self.nodes.items()}, "jobsets": self.jobsets}
+
+
+def workflow_name_for(doc: WorkflowDoc) -> str:
+    """``<template>-xxxxx`` for a WorkflowTemplate (like ``argo submit --from``), else the
+    Workflow's name or ``generateName`` + 5 random characters."""
+    meta = doc.metadata
+    if doc.kind in ("WorkflowTemplate", "ClusterWorkflowTemplate"):
+        base = meta.get("name") or "workflow"
+        return f"{base[:57].rstrip('-.')}-{random_suffix()}"
+    if meta.get("name"):
+        return meta["name"]
+    return f"{(meta.get('generateName') or 'workflow-')}{random_suffix()}"
+
+
+def resolve_parameters(doc: WorkflowDoc, overrides: dict[str, str]) -> dict[str, str]:
+    declared = (doc.spec.get("arguments") or {}).get("parameters") or []
+    names = [p.get("name") for p in declared]
+    unknown = [k for k in overrides if k not in names]
+    if unknown:
+        raise WorkflowError(f"unknown workflow parameter(s) {', '.join(unknown)} (declared: {', '.join(names) or 'none'})")
+    out: dict[str, str] = {}
+    for p in declared:
+        name = p["name"]
+        if name in overrides:
+            value = str(overrides[name])
+        elif p.get("value") is not None:
+            value = param_str(p["value"])
+        elif p.get("default") is not None:
+            value = param_str(p["default"])
+        else:
+            raise WorkflowError(f"workflow parameter {name!r} has no value: pass -p {name}=VALUE")
+        enum = p.get("enum")
+        if enum and value not in [param_str(e) for e in enum]:
+            raise WorkflowError(f"workflow parameter {name!r}: {value!r} is not one of {enum}")
+        out[name] = value
+    return out
+
+
+def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir: Path | None = None,
+                 work_dir: Path | None = None, env: dict[str, str] | None = None, backoff_scale: float = 1.0,
+                 on_event: ev.EventCallback | None = None, *, timeout: float | None = None,
+                 kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
+                 config_maps: dict[str, dict[str, str]] | None = None, workflow_name: str | None = None,
+                 namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
+                 handle_signals: bool = True) -> RunResult:
+    """Run ``source`` (path, YAML text or dict) to completion and return a RunResult.
+
+    ``env`` is the base environment of every pod (default: this process's); the
+    workflow's ``-p`` ``parameters`` override ``spec.arguments``; ``code_dir`` replaces
+    the image's code directory (annotation ``mfargo/code-dir``) and goes on PYTHONPATH;
+    ``backoff_scale`` multiplies every retry/back-off wait; ``timeout`` bounds the whole
+    run (exit handlers included).  Invalid input raises WorkflowError before anything runs.
+    """
+    doc = WorkflowDoc(load_document(source))
+    params = resolve_parameters(doc, dict(parameters or {}))
+    name = workflow_name or workflow_name_for(doc)
+    ns = namespace or doc.metadata.get("namespace") or "default"
+    if work_dir is None:
+        work_dir = Path(tempfile.mkdtemp(prefix=f"mfargo-run-{name}-"))
+    work_dir = Path(work_dir).resolve()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    on_event = on_event or ev.null_callback
+    base_env = dict(os.environ if env is None else env)
+
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    if doc.kind in ("WorkflowTemplate", "ClusterWorkflowTemplate"):
+        wm = doc.spec.get("workflowMetadata") or {}
+        labels.update({k: param_str(v) for k, v in (wm.get("labels") or {}).items()})
+        annotations.update({k: param_str(v) for k, v in (wm.get("annotations") or {}).items()})
+        labels["workflows.argoproj.io/workflow-template"] = doc.metadata.get("name", "")
+    else:
+        labels.update({k: param_str(v) for k, v in (doc.metadata.get("labels") or {}).items()})
+        annotations.update({k: param_str(v) for k, v in (doc.metadata.get("annotations") or {}).items()})
+
+    result = RunResult("Error", name, ns, str(uuid.uuid4()), work_dir=work_dir, parameters=params,
+                       started_at=time.time())
+
+    async def main() -> None:
+        pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=doc.annotation(CODE_DIR_ANNOTATION),
+                         on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
+                         stream_logs=stream_logs)
+        jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
+        executor = Executor(doc, name=name, namespace=ns, uid=result.uid, created=result.started_at,
+                            parameters=params, labels=labels, annotations=annotations, pods=pods,
+                            jobsets=jobsets, on_event=on_event, backoff_scale=backoff_scale, validate=validate)
+        result.nodes = executor.nodes
+        loop = asyncio.get_running_loop()
+        installed = []
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    previous = signal.getsignal(sig)
+                    loop.add_signal_handler(sig, executor.terminate, f"terminated by {sig.name}")
+                    installed.append((sig, previous))
+                except (ValueError, RuntimeError, NotImplementedError):
+                    pass
+        try:
+            hard = time.time() + timeout if timeout else None
+            result.status, result.message = await executor.execute(hard)
+        finally:
+            try:
+                await jobsets.shutdown()
+            finally:
+                pods.kill_all()
+                for sig, previous in installed:
+                    loop.remove_signal_handler(sig)
+                    signal.signal(sig, previous)
+                result.jobsets = {js.name: js.snapshot() for js in jobsets.jobsets.values()}
+
+    def run_loop() -> None:
+        asyncio.run(main())
+
+    try:
+        asyncio.get_running_loop()
+        inside_loop = True
+    except RuntimeError:
+        inside_loop = False
+    try:
+        if inside_loop:  # e.g. called from a notebook: use a private thread + loop
+            errors: list[BaseException] = []
+
+            def target() -> None:
+                try:
+                    run_loop()
+                except BaseException as e:  # pragma: no cover - re-raised below
+                    errors.append(e)
+
+            th = threading.Thread(target=target, name=f"mfargo-run-{name}")
+            th.start()
+            th.join()
+            if errors:
+                raise errors[0]
+        else:
+            run_loop()
+    finally:
+        result.finished_at = time.time()
+        try:
+            (work_dir / "status.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+        except OSError:
+            pass
+    return result

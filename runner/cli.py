@@ -1,0 +1,126 @@
+"""``mfargo run WORKFLOW.yaml`` - execute a compiled workflow on this machine.
+
+Prints one line per node event (and the pods' output, prefixed with the pod
+name), then ``Workflow <name>: <status>`` and the Metaflow run id
+``argo-<name>``.  Exit status 0 only if the workflow Succeeded.  The run id is
+written to ``--run-id-file`` as soon as the workflow is named (so a concurrent
+process can find the run) and again at the end, also on failure.
+
+The work directory (pods' logs, mounts, status.json) is a fresh temporary
+directory, removed after a successful run unless ``--keep`` (kept after a
+failure so the logs can be read); ``--work-dir`` chooses it and implies keep.
+``--s3`` starts a local S3 server (runner.s3server) for the run, creates the
+buckets named by ``s3://bucket`` URLs in the workflow (plus ``--s3-bucket``) and
+gives its endpoint/credentials env to every pod.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import events as ev
+from .model import WorkflowError
+
+
+def _parse_params(values: list[str]) -> dict[str, str]:
+    out = {}
+    for item in values:
+        if "=" not in item:
+            raise SystemExit(f"mfargo run: -p expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mfargo run", description="Run an Argo Workflow/WorkflowTemplate "
+                                "(with JobSet resource steps) locally, pods as processes.")
+    p.add_argument("workflow", help="Workflow or WorkflowTemplate YAML file")
+    p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                   help="workflow parameter (overrides spec.arguments.parameters)")
+    p.add_argument("--code-dir", type=Path, help="local directory replacing the image's code directory "
+                   "(annotation mfargo/code-dir); also put first on PYTHONPATH")
+    p.add_argument("--run-id-file", type=Path, help="write the Metaflow run id (argo-<workflow name>) here")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (and S3 data)")
+    p.add_argument("--work-dir", type=Path, help="work directory (default: a temporary one); implies --keep")
+    p.add_argument("--backoff-scale", type=float, default=1.0,
+                   help="multiply every retry/back-off wait (e.g. 0.01 in tests)")
+    p.add_argument("--timeout", type=float, help="fail the run after this many seconds (exit hooks included)")
+    p.add_argument("--quiet", action="store_true", help="do not print pod output lines")
+    p.add_argument("--no-validate", action="store_true", help="skip JobSet manifest validation")
+    p.add_argument("--s3", action="store_true", help="start a local S3 server for the run")
+    p.add_argument("--s3-bucket", action="append", default=[], help="extra bucket to create with --s3")
+    return p
+
+
+def _buckets(path: Path, extra: list[str]) -> list[str]:
+    text = path.read_text()
+    found = set(re.findall(r"s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])", text))
+    return sorted(found | set(extra))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from .api import run_workflow
+
+    params = _parse_params(args.parameter)
+    keep = args.keep or args.work_dir is not None
+    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="mfargo-run-"))
+    env = dict(os.environ)
+    s3 = None
+    if args.s3:
+        try:
+            from .s3server import S3Server  # type: ignore
+        except ImportError as e:
+            print(f"mfargo run: --s3 needs runner.s3server ({e})", file=sys.stderr)
+            return 2
+        s3 = S3Server.start(data_dir=work_dir / "s3", keep=keep)
+        for b in _buckets(args.workflow, args.s3_bucket):
+            s3.create_bucket(b)
+        env.update(s3.env())
+        print(f"local S3 at {s3.endpoint_url}", flush=True)
+
+    state = {"name": None}
+
+    def write_run_id(name: str) -> None:
+        if args.run_id_file:
+            args.run_id_file.parent.mkdir(parents=True, exist_ok=True)
+            args.run_id_file.write_text(f"argo-{name}\n")
+
+    def on_event(event: ev.Event) -> None:
+        if event.kind == ev.WORKFLOW_STARTED:
+            state["name"] = event.node
+            write_run_id(event.node)
+        if event.kind == ev.LOG and args.quiet:
+            return
+        print(str(event), flush=True)
+
+    try:
+        result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
+                              timeout=args.timeout, validate=not args.no_validate)
+    except (WorkflowError, OSError) as e:
+        print(f"mfargo run: {e}", file=sys.stderr)
+        if not keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        return 2
+    finally:
+        if s3 is not None:
+            s3.stop()
+    write_run_id(result.workflow_name)
+    print(f"Workflow {result.workflow_name}: {result.status}"
+          + (f" ({result.message})" if result.message and not result.succeeded else ""), flush=True)
+    print(f"Metaflow run id: {result.run_id}", flush=True)
+    if result.succeeded and not keep:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    else:
+        print(f"work directory: {work_dir}", flush=True)
+    return 0 if result.succeeded else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

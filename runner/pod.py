@@ -1,0 +1,571 @@
+"""Run one Kubernetes pod as local processes.
+
+Each container's ``command + args`` runs as its own process group (so a deadline,
+a finished JobSet or Ctrl-C can kill everything it started) with bash/python taken
+from the runner's PATH.  What a real kubelet + image would provide is emulated in
+one documented way each:
+
+* **Working directory**: ``<work_dir>/pods/<pod name>/`` (fresh per pod); the
+  container's ``workingDir`` is used only if it maps to a local directory (below).
+  Output goes to ``<pod dir>/log`` and, line by line, to the ``on_event`` callback.
+* **Path mapping**: every ``volumeMounts[].mountPath`` maps to a host directory
+  (``emptyDir`` -> ``<pod dir>/mounts/<mountPath with / -> _>``, fresh per pod;
+  ``persistentVolumeClaim`` -> ``<work_dir>/volumes/pvc/<claim>``, shared by the run);
+  ``/tmp`` maps to ``<pod dir>/tmp`` (a container's /tmp is private in Kubernetes);
+  the image's code directory (annotation ``mfargo/code-dir``) maps to ``--code-dir``.
+  The runner rewrites each such path *prefix* wherever it appears in command/args,
+  env values, ``workingDir`` and output ``valueFrom.path``.  Paths elsewhere in the
+  image filesystem are not visible.
+* **Environment**: the runner's base env, overlaid with ``envFrom`` then ``env``
+  (``value`` with Kubernetes ``$(VAR)`` expansion, ``fieldRef`` from the pod's
+  metadata, ``resourceFieldRef``; ``secretKeyRef``/``configMapKeyRef`` only if the
+  runner was given that secret/config map, else an error naming it).  ``TMPDIR``,
+  ``HOSTNAME`` and ``PYTHONPATH`` (= runner/site, code dir, then the rest) are set.
+* **DNS**: ``runner/site/sitecustomize.py`` (first on PYTHONPATH) resolves
+  ``*.svc.cluster.local`` and the names listed in the run's hosts file
+  (``MFARGO_RUNNER_HOSTS_FILE``) to 127.0.0.1 inside every Python process.
+* An absolute command missing on this machine (``/usr/local/bin/python``) is looked
+  up by its base name on PATH.  A command that cannot be started fails the pod.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import events as ev
+
+SITE_DIR = Path(__file__).resolve().parent / "site"
+DEFAULT_DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+RESULT_LIMIT = 256 * 1024
+LOCAL_IP = "127.0.0.1"
+
+
+class PodError(Exception):
+    """The pod spec cannot be turned into local processes (bad volume, secret...)."""
+
+
+@dataclass
+class PodSpec:
+    name: str
+    namespace: str
+    uid: str
+    containers: list[dict]
+    hostname: str = ""
+    subdomain: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    service_account: str = "default"
+    init_containers: list[dict] = field(default_factory=list)
+    sidecars: list[dict] = field(default_factory=list)
+    volumes: list[dict] = field(default_factory=list)
+    active_deadline: float | None = None
+    termination_grace: float | None = None
+    script: str | None = None  # Argo script template source (for containers[0])
+    extra_env: dict[str, str] = field(default_factory=dict)
+    display: str = ""
+    deadline_message: str = DEFAULT_DEADLINE_MESSAGE
+
+
+@dataclass
+class PodResult:
+    name: str
+    phase: str  # Succeeded | Failed
+    reason: str  # Completed | Error | StartError | DeadlineExceeded | Killed
+    message: str
+    exit_code: int | None
+    stdout: str
+    pod_dir: Path
+    started_at: float
+    finished_at: float
+    mounts: list[tuple[str, Path]] = field(default_factory=list)  # of the main container
+
+    def host_path(self, container_path: str) -> Path | None:
+        """Where a path of the main container lives on this machine (None = unmapped)."""
+        return map_path(container_path, self.mounts)
+
+
+# ------------------------------------------------------------------ path mapping
+
+def mangle(mount_path: str) -> str:
+    return mount_path.rstrip("/").replace("/", "_") or "_"
+
+
+def map_path(path: str, mounts: list[tuple[str, Path]]) -> Path | None:
+    for cpath, hpath in mounts:
+        cp = cpath.rstrip("/")
+        if path == cp or path.startswith(cp + "/"):
+            rest = path[len(cp):].lstrip("/")
+            return hpath / rest if rest else hpath
+    return None
+
+
+def make_rewriter(mounts: list[tuple[str, Path]]) -> Callable[[str], str]:
+    """Rewrite container path prefixes (as whole path components) into host paths."""
+    pairs = sorted(((c.rstrip("/"), str(h)) for c, h in mounts if c.rstrip("/")),
+                   key=lambda p: -len(p[0]))
+    if not pairs:
+        return lambda s: s
+    table = dict(pairs)
+    pattern = re.compile(r"(?<![\w.\-/])(" + "|".join(re.escape(c) for c, _ in pairs) + r")(?![\w.\-])")
+
+    def rewrite(s: str) -> str:
+        if not isinstance(s, str) or "/" not in s:
+            return s
+        return pattern.sub(lambda m: table[m.group(1)], s)
+
+    return rewrite
+
+
+_K8S_VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
+
+
+def k8s_expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: known names only; ``$$`` escapes a ``$``."""
+    if "$" not in text:
+        return text
+
+    def repl(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env[name] if name in env else m.group(0)
+
+    return _K8S_VAR_RE.sub(repl, text)
+
+
+# ------------------------------------------------------------------ quantities
+
+_QTY_RE = re.compile(r"^([+-]?\d+(?:\.\d+)?)([a-zA-Z]*)$")
+_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def parse_quantity(q: Any) -> float:
+    m = _QTY_RE.match(str(q).strip())
+    if not m or m.group(2) not in _SUFFIX:
+        raise PodError(f"invalid quantity {q!r}")
+    return float(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+def _node_memory() -> float:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return float(line.split()[1]) * 1024
+    return 8 * 2**30
+
+
+# ------------------------------------------------------------------ process helpers
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _preexec() -> None:  # pragma: no cover - runs in the child
+    # Die with the runner even if it is SIGKILLed (Linux only, best effort).
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class PodRunner:
+    """Runs pods for one workflow run; knows the run's shared settings."""
+
+    def __init__(self, work_dir: Path, base_env: dict[str, str], *, code_dir: Path | None = None,
+                 image_code_dir: str | None = None, on_event: ev.EventCallback = ev.null_callback,
+                 kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
+                 config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True):
+        self.work_dir = Path(work_dir)
+        self.base_env = dict(base_env)
+        self.code_dir = Path(code_dir).resolve() if code_dir else None
+        self.image_code_dir = image_code_dir.rstrip("/") if image_code_dir else None
+        self.on_event = on_event
+        self.kill_grace = kill_grace
+        self.secrets = secrets or {}
+        self.config_maps = config_maps or {}
+        self.stream_logs = stream_logs
+        self.hosts_file = self.work_dir / "hosts"
+        self.hosts_file.touch()
+        self._hosts: set[str] = set()
+        self._live: dict[int, str] = {}  # pgid -> pod name
+        (self.work_dir / "pods").mkdir(parents=True, exist_ok=True)
+
+    # -- DNS -------------------------------------------------------------------
+    def add_hosts(self, names: list[str]) -> None:
+        new = [n.lower().rstrip(".") for n in names if n and n.lower().rstrip(".") not in self._hosts]
+        if not new:
+            return
+        self._hosts.update(new)
+        with open(self.hosts_file, "a") as f:
+            for n in new:
+                f.write(f"{LOCAL_IP} {n}\n")
+
+    # -- emergency stop --------------------------------------------------------
+    def kill_all(self) -> None:
+        for pgid in list(self._live):
+            _signal_group(pgid, signal.SIGKILL)
+
+    @property
+    def live_pods(self) -> list[str]:
+        return sorted(set(self._live.values()))
+
+    # -- main entry ------------------------------------------------------------
+    async def run(self, pod: PodSpec) -> PodResult:
+        pod_dir = self.work_dir / "pods" / pod.name
+        pod_dir.mkdir(parents=True, exist_ok=False)
+        (pod_dir / "tmp").mkdir()
+        started = time.time()
+        if pod.hostname:
+            names = [pod.hostname]
+            if pod.subdomain:
+                base = f"{pod.hostname}.{pod.subdomain}"
+                names += [base, f"{base}.{pod.namespace}", f"{base}.{pod.namespace}.svc",
+                          pod.subdomain, f"{pod.subdomain}.{pod.namespace}",
+                          f"{pod.subdomain}.{pod.namespace}.svc"]
+            self.add_hosts(names)
+        result = PodResult(pod.name, "Failed", "Error", "", None, "", pod_dir, started, started)
+        log = open(pod_dir / "log", "ab", buffering=0)
+        try:
+            try:
+                volume_dirs = self._volume_dirs(pod, pod_dir)
+                all_containers = pod.init_containers + pod.containers + pod.sidecars
+                mounts = {id(c): self._mounts(c, volume_dirs, pod_dir) for c in all_containers}
+                result.mounts = mounts[id(pod.containers[0])] if pod.containers else []
+                prepared = {id(c): self._prepare(pod, c, mounts[id(c)], pod_dir, i == 0 and c in pod.containers)
+                            for i, c in enumerate(pod.containers + pod.init_containers + pod.sidecars)}
+            except PodError as e:
+                result.reason, result.message = "Error", str(e)
+                result.exit_code = None
+                log.write(f"runner: {e}\n".encode())
+                return result
+            self._write_pod_json(pod, pod_dir, prepared)
+            multi = len(all_containers) > 1
+            body = self._body(pod, prepared, log, multi)
+            try:
+                if pod.active_deadline is not None and pod.active_deadline >= 0:
+                    code, reason, message, stdout = await asyncio.wait_for(body, timeout=pod.active_deadline)
+                else:
+                    code, reason, message, stdout = await body
+            except asyncio.TimeoutError:
+                result.reason, result.message, result.exit_code = "DeadlineExceeded", pod.deadline_message, None
+                log.write(f"runner: {pod.deadline_message}\n".encode())
+                return result
+            result.exit_code, result.reason, result.message, result.stdout = code, reason, message, stdout
+            if reason == "Completed":
+                result.phase = "Succeeded"
+            return result
+        finally:
+            result.finished_at = time.time()
+            log.close()
+
+    # -- pieces ----------------------------------------------------------------
+    def _volume_dirs(self, pod: PodSpec, pod_dir: Path) -> dict[str, Path]:
+        vols = {v.get("name"): v for v in pod.volumes or []}
+        dirs: dict[str, Path] = {}
+        for c in pod.init_containers + pod.containers + pod.sidecars:
+            for m in c.get("volumeMounts") or []:
+                name = m.get("name")
+                if name in dirs:
+                    continue
+                if name not in vols:
+                    raise PodError(f"container {c.get('name')!r}: volumeMount {name!r} has no matching volume")
+                v = vols[name]
+                if "emptyDir" in v:
+                    d = pod_dir / "mounts" / mangle(m.get("mountPath", name))
+                elif v.get("persistentVolumeClaim"):
+                    claim = v["persistentVolumeClaim"].get("claimName") or name
+                    d = self.work_dir / "volumes" / "pvc" / claim
+                elif v.get("hostPath"):
+                    d = self.work_dir / "volumes" / "hostPath" / mangle(v["hostPath"].get("path", name))
+                else:
+                    kind = next((k for k in v if k != "name"), "?")
+                    raise PodError(f"volume {name!r} of type {kind!r} is not supported by the local runner "
+                                   "(emptyDir, persistentVolumeClaim and hostPath are)")
+                d.mkdir(parents=True, exist_ok=True)
+                dirs[name] = d
+        return dirs
+
+    def _mounts(self, c: dict, volume_dirs: dict[str, Path], pod_dir: Path) -> list[tuple[str, Path]]:
+        mounts: list[tuple[str, Path]] = []
+        for m in c.get("volumeMounts") or []:
+            path = m.get("mountPath")
+            if not path or path == "/":
+                continue
+            host = volume_dirs[m["name"]]
+            if m.get("subPath"):
+                host = host / m["subPath"]
+                host.mkdir(parents=True, exist_ok=True)
+            mounts.append((path.rstrip("/"), host))
+        taken = {p for p, _ in mounts}
+        if "/tmp" not in taken:
+            mounts.append(("/tmp", pod_dir / "tmp"))
+        if self.image_code_dir and self.code_dir and self.image_code_dir not in taken:
+            mounts.append((self.image_code_dir, self.code_dir))
+        return mounts
+
+    def _field_ref(self, pod: PodSpec, path: str) -> str:
+        path = path.strip()
+        simple = {
+            "metadata.name": pod.name,
+            "metadata.namespace": pod.namespace,
+            "metadata.uid": pod.uid,
+            "spec.serviceAccountName": pod.service_account or "default",
+            "spec.nodeName": "localhost",
+            "status.hostIP": LOCAL_IP,
+            "status.podIP": LOCAL_IP,
+            "status.hostIPs": LOCAL_IP,
+            "status.podIPs": LOCAL_IP,
+        }
+        if path in simple:
+            return simple[path]
+        m = re.fullmatch(r"metadata\.(labels|annotations)\[['\"](.+)['\"]\]", path)
+        if m:
+            src = pod.labels if m.group(1) == "labels" else pod.annotations
+            return str(src.get(m.group(2), ""))
+        if path in ("metadata.labels", "metadata.annotations"):
+            src = pod.labels if path == "metadata.labels" else pod.annotations
+            return "\n".join(f'{k}="{v}"' for k, v in sorted(src.items()))
+        raise PodError(f"unsupported fieldRef fieldPath {path!r}")
+
+    def _resource_ref(self, c: dict, ref: dict) -> str:
+        resource = ref.get("resource", "")
+        divisor = parse_quantity(ref.get("divisor") or "1")
+        kind, _, name = resource.partition(".")
+        res = (c.get("resources") or {})
+        value = (res.get(kind) or {}).get(name)
+        if value is None and kind == "requests":
+            value = (res.get("limits") or {}).get(name)
+        if value is None:
+            qty = float(os.cpu_count() or 1) if name == "cpu" else _node_memory()
+        else:
+            qty = parse_quantity(value)
+        return str(max(1, math.ceil(qty / divisor)) if qty else 0)
+
+    def _secret(self, ref: dict, what: str) -> str | None:
+        store = self.secrets if what == "secret" else self.config_maps
+        name, key = ref.get("name"), ref.get("key")
+        if name in store and key in store[name]:
+            return store[name][key]
+        if ref.get("optional"):
+            return None
+        raise PodError(f"{what} {name!r} (key {key!r}) is not available: the local runner has no "
+                       f"Kubernetes {what}s; pass it to the runner (secrets=/config_maps=)")
+
+    def _prepare(self, pod: PodSpec, c: dict, mounts, pod_dir: Path, is_main: bool) -> dict:
+        rewrite = make_rewriter(mounts)
+        cname = c.get("name") or "main"
+        cenv: dict[str, str] = {}
+        for src in c.get("envFrom") or []:
+            prefix = src.get("prefix") or ""
+            if src.get("secretRef"):
+                ref, store, what = src["secretRef"], self.secrets, "secret"
+            elif src.get("configMapRef"):
+                ref, store, what = src["configMapRef"], self.config_maps, "config map"
+            else:
+                continue
+            if ref.get("name") not in store:
+                if ref.get("optional"):
+                    continue
+                raise PodError(f"envFrom {what} {ref.get('name')!r} is not available: the local runner has "
+                               f"no Kubernetes {what}s; pass it to the runner")
+            for k, v in store[ref["name"]].items():
+                cenv[prefix + k] = v
+        for item in c.get("env") or []:
+            name = item.get("name")
+            if not name:
+                continue
+            vf = item.get("valueFrom")
+            if vf:
+                if vf.get("fieldRef"):
+                    cenv[name] = self._field_ref(pod, vf["fieldRef"].get("fieldPath", ""))
+                elif vf.get("resourceFieldRef"):
+                    cenv[name] = self._resource_ref(c, vf["resourceFieldRef"])
+                elif vf.get("secretKeyRef"):
+                    val = self._secret(vf["secretKeyRef"], "secret")
+                    if val is not None:
+                        cenv[name] = val
+                elif vf.get("configMapKeyRef"):
+                    val = self._secret(vf["configMapKeyRef"], "config map")
+                    if val is not None:
+                        cenv[name] = val
+                else:
+                    raise PodError(f"env {name!r}: unsupported valueFrom {sorted(vf)}")
+            else:
+                value = item.get("value")
+                cenv[name] = k8s_expand(rewrite("" if value is None else str(value)), cenv)
+        env = dict(self.base_env)
+        env.update(pod.extra_env)
+        env.update(cenv)
+        env["HOSTNAME"] = pod.hostname or pod.name
+        env.setdefault("TMPDIR", str(pod_dir / "tmp"))
+        parts = [str(SITE_DIR)]
+        if self.code_dir:
+            parts.append(str(self.code_dir))
+        if env.get("PYTHONPATH"):
+            parts.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(parts)
+        env["MFARGO_RUNNER_HOSTS_FILE"] = str(self.hosts_file)
+        env["MFARGO_POD_HOSTNAME"] = pod.hostname or pod.name
+        command = [str(x) for x in (c.get("command") or [])]
+        args = [str(x) for x in (c.get("args") or [])]
+        if not command and not args:
+            raise PodError(f"container {cname!r} has no command: the image entrypoint is unknown locally")
+        if not command:
+            raise PodError(f"container {cname!r} has args but no command: the image entrypoint is unknown locally")
+        argv = [k8s_expand(rewrite(x), cenv) for x in command + args]
+        if is_main and pod.script is not None:
+            script_path = pod_dir / "script"
+            script_path.write_text(pod.script)
+            argv.append(str(script_path))
+        cwd = pod_dir
+        if c.get("workingDir"):
+            mapped = rewrite(str(c["workingDir"]))
+            if mapped != c["workingDir"]:
+                Path(mapped).mkdir(parents=True, exist_ok=True)
+                cwd = Path(mapped)
+        return {"name": cname, "argv": argv, "env": env, "cwd": cwd}
+
+    def _write_pod_json(self, pod: PodSpec, pod_dir: Path, prepared: dict) -> None:
+        info = {
+            "name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "hostname": pod.hostname,
+            "subdomain": pod.subdomain, "labels": pod.labels, "annotations": pod.annotations,
+            "containers": [{"name": p["name"], "argv": p["argv"], "cwd": str(p["cwd"])}
+                           for p in prepared.values()],
+        }
+        with contextlib.suppress(OSError, TypeError):
+            (pod_dir / "pod.json").write_text(json.dumps(info, indent=2, default=str))
+
+    def _resolve_exe(self, argv0: str, env: dict[str, str]) -> str | None:
+        path = env.get("PATH", os.defpath)
+        if "/" in argv0:
+            if os.path.isfile(argv0) and os.access(argv0, os.X_OK):
+                return argv0
+            if os.path.isabs(argv0):
+                return shutil.which(os.path.basename(argv0), path=path)
+            return argv0
+        return shutil.which(argv0, path=path)
+
+    async def _body(self, pod: PodSpec, prepared: dict, log, multi: bool):
+        for c in pod.init_containers:
+            code, reason, message, _ = await self._run_container(pod, prepared[id(c)], log, multi, False)
+            if reason != "Completed":
+                return code, reason, f"init container {prepared[id(c)]['name']!r}: {message}", ""
+        side_tasks = [asyncio.ensure_future(self._run_container(pod, prepared[id(c)], log, multi, False))
+                      for c in pod.sidecars]
+        try:
+            mains = [self._run_container(pod, prepared[id(c)], log, multi, i == 0)
+                     for i, c in enumerate(pod.containers)]
+            results = await asyncio.gather(*mains)
+        finally:
+            for t in side_tasks:
+                t.cancel()
+            if side_tasks:
+                await asyncio.gather(*side_tasks, return_exceptions=True)
+        stdout = results[0][3] if results else ""
+        for code, reason, message, _ in results:
+            if reason != "Completed":
+                return code, reason, message, stdout
+        return (results[0][0] if results else 0), "Completed", "", stdout
+
+    async def _pump(self, stream, log, prefix: bytes, pod: PodSpec, sink: list | None) -> None:
+        buf = b""
+        total = 0
+        while True:
+            chunk = await stream.read(65536)
+            if not chunk:
+                break
+            if sink is not None:
+                sink.append(chunk)
+                total += len(chunk)
+                while total > 4 * RESULT_LIMIT and len(sink) > 1:
+                    total -= len(sink.pop(0))
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                self._emit_line(line, log, prefix, pod)
+        if buf:
+            self._emit_line(buf, log, prefix, pod)
+
+    def _emit_line(self, line: bytes, log, prefix: bytes, pod: PodSpec) -> None:
+        log.write(prefix + line + b"\n")
+        if self.stream_logs:
+            self.on_event(ev.Event(ev.LOG, node=pod.display, pod=pod.name,
+                                   message=(prefix + line).decode("utf-8", "replace")))
+
+    async def _run_container(self, pod: PodSpec, p: dict, log, multi: bool, capture: bool):
+        argv, env = list(p["argv"]), p["env"]
+        exe = self._resolve_exe(argv[0], env)
+        if exe is None:
+            msg = (f"failed to start container {p['name']!r}: exec: {argv[0]!r}: "
+                   "executable file not found in $PATH")
+            log.write(f"runner: {msg}\n".encode())
+            return 127, "StartError", msg, ""
+        argv[0] = exe
+        prefix = f"[{p['name']}] ".encode() if multi else b""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=str(p["cwd"]), env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, preexec_fn=_preexec if sys.platform.startswith("linux") else None)
+        except OSError as e:
+            msg = f"failed to start container {p['name']!r}: {e}"
+            log.write(f"runner: {msg}\n".encode())
+            return 128, "StartError", msg, ""
+        pgid = proc.pid
+        self._live[pgid] = pod.name
+        sink: list[bytes] | None = [] if capture else None
+        pumps = [asyncio.ensure_future(self._pump(proc.stdout, log, prefix, pod, sink)),
+                 asyncio.ensure_future(self._pump(proc.stderr, log, prefix, pod, None))]
+        killed = False
+        try:
+            code = await proc.wait()
+        except asyncio.CancelledError:
+            killed = True
+            await self._terminate(proc, pgid, pod)
+            raise
+        finally:
+            # The container is gone: kill what it left behind, like the kubelet would.
+            _signal_group(pgid, signal.SIGKILL)
+            self._live.pop(pgid, None)
+            done, pending = await asyncio.wait(pumps, timeout=2.0) if not killed else (set(), set(pumps))
+            for t in pending:
+                t.cancel()
+        stdout = b"".join(sink or []).decode("utf-8", "replace")
+        if stdout.endswith("\n"):
+            stdout = stdout[:-1]
+        if len(stdout) > RESULT_LIMIT:
+            stdout = stdout[-RESULT_LIMIT:]
+        if code == 0:
+            return 0, "Completed", "", stdout
+        if code < 0:
+            return 128 - code, "Error", f"Error (exit code {128 - code}: killed by signal {-code})", stdout
+        return code, "Error", f"Error (exit code {code})", stdout
+
+    async def _terminate(self, proc, pgid: int, pod: PodSpec) -> None:
+        """SIGTERM the group, give it the grace period, then SIGKILL."""
+        _signal_group(pgid, signal.SIGTERM)
+        grace = self.kill_grace
+        if pod.termination_grace is not None:
+            grace = min(grace, float(pod.termination_grace))
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=max(grace, 0.01))
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass
+        _signal_group(pgid, signal.SIGKILL)
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, ProcessLookupError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=5.0)

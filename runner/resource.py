@@ -1,0 +1,327 @@
+"""Execute an Argo resource template against the runner's JobSet controller.
+
+What Argo's executor does with ``kubectl``: parse the (already substituted)
+manifest, ``create`` it (a second create of the same name fails with
+AlreadyExists), then watch the object until ``failureCondition`` (checked first,
+any requirement matching fails the step) or ``successCondition`` (all
+requirements must match) holds; no conditions = done right after create.
+Conditions use Kubernetes label-selector syntax over gjson paths of the object
+(``status.terminalState == Completed``, ``=``, ``!=``, ``in (a,b)``, ``notin``,
+``key``, ``!key``, ``>``/``<`` on integers; comma = AND).  Outputs come from
+``valueFrom.jsonPath`` (kubectl JSONPath such as ``{.metadata.labels.x}``) or a
+simple ``jqFilter`` path (``.status.restarts``).
+
+Only JobSets are supported (``create``, ``get``, ``delete``).  Where a real step
+would wait forever (the JobSet settled in a state no condition matches) the runner
+fails the step with an explanation instead of hanging.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from . import events as ev
+from .jobset import GROUP, JobSetController, JobSetError, validate
+
+
+class ResourceError(Exception):
+    """The resource step failed (message is what the node shows)."""
+
+
+# ------------------------------------------------------------------ conditions
+
+@dataclass
+class Requirement:
+    key: str
+    op: str  # == != in notin exists !exists > <
+    values: list[str]
+
+    def __str__(self) -> str:
+        if self.op == "exists":
+            return self.key
+        if self.op == "!exists":
+            return "!" + self.key
+        if self.op in ("in", "notin"):
+            return f"{self.key} {self.op} ({','.join(self.values)})"
+        return f"{self.key} {self.op} {self.values[0]}"
+
+
+_KEY_RE = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_./]*")
+_VAL_RE = re.compile(r"[-A-Za-z0-9_.]*")
+
+
+def parse_selector(text: str) -> list[Requirement]:
+    """Parse label-selector syntax; raises ResourceError like Argo at run time."""
+    reqs: list[Requirement] = []
+    s = text.strip()
+    pos = 0
+
+    def skip_ws():
+        nonlocal pos
+        while pos < len(s) and s[pos].isspace():
+            pos += 1
+
+    def err(msg):
+        raise ResourceError(f"unable to parse condition {text!r}: {msg} at column {pos + 1}")
+
+    while pos < len(s):
+        skip_ws()
+        neg = False
+        if s.startswith("!", pos) and not s.startswith("!=", pos):
+            neg = True
+            pos += 1
+            skip_ws()
+        m = _KEY_RE.match(s, pos)
+        if not m:
+            err("expected a key")
+        key = m.group(0)
+        pos = m.end()
+        skip_ws()
+        if neg:
+            reqs.append(Requirement(key, "!exists", []))
+        elif pos >= len(s) or s[pos] == ",":
+            reqs.append(Requirement(key, "exists", []))
+        else:
+            op = None
+            for cand in ("==", "!=", "=", ">", "<"):
+                if s.startswith(cand, pos):
+                    op = cand
+                    break
+            if op is None:
+                for word in ("notin", "in"):
+                    if s.startswith(word, pos) and (pos + len(word) == len(s) or not s[pos + len(word)].isalnum()):
+                        op = word
+                        break
+            if op is None:
+                err("expected an operator (==, =, !=, in, notin, >, <)")
+            pos += len(op)
+            skip_ws()
+            if op in ("in", "notin"):
+                if not s.startswith("(", pos):
+                    err("expected '('")
+                end = s.find(")", pos)
+                if end < 0:
+                    err("missing ')'")
+                values = [v.strip() for v in s[pos + 1:end].split(",")]
+                for v in values:
+                    if not _VAL_RE.fullmatch(v):
+                        err(f"invalid value {v!r}")
+                pos = end + 1
+                reqs.append(Requirement(key, op, values))
+            else:
+                m = _VAL_RE.match(s, pos)
+                value = m.group(0) if m else ""
+                pos += len(value)
+                if op in (">", "<"):
+                    try:
+                        int(value)
+                    except ValueError:
+                        err(f"for '{op}' the value must be an integer, got {value!r}")
+                reqs.append(Requirement(key, "==" if op == "=" else op, [value]))
+        skip_ws()
+        if pos < len(s):
+            if s[pos] != ",":
+                err("expected ','")
+            pos += 1
+    if not reqs:
+        raise ResourceError(f"unable to parse condition {text!r}: empty")
+    return reqs
+
+
+_MISSING = object()
+
+
+def gjson_get(obj: Any, path: str) -> Any:
+    cur = obj
+    for part in path.split("."):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return _MISSING
+    return cur
+
+
+def gjson_string(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"))
+    return json.dumps(v)
+
+
+def matches(req: Requirement, obj: dict) -> bool:
+    v = gjson_get(obj, req.key)
+    present = v is not _MISSING
+    if req.op == "exists":
+        return present
+    if req.op == "!exists":
+        return not present
+    if req.op == "!=":
+        return not present or gjson_string(v) != req.values[0]
+    if req.op == "notin":
+        return not present or gjson_string(v) not in req.values
+    if not present:
+        return False
+    sv = gjson_string(v)
+    if req.op == "==":
+        return sv == req.values[0]
+    if req.op == "in":
+        return sv in req.values
+    try:
+        num = int(sv)
+    except ValueError:
+        return False
+    return num > int(req.values[0]) if req.op == ">" else num < int(req.values[0])
+
+
+# ------------------------------------------------------------------ JSONPath
+
+_SEG_RE = re.compile(r"""\.((?:\\.|[^.\[\\])+)|\[\s*(?:'([^']*)'|"([^"]*)"|(-?\d+))\s*\]""")
+
+
+def jsonpath(obj: Any, template: str) -> str:
+    """kubectl ``-o jsonpath`` for plain field paths (missing fields print nothing)."""
+    out = []
+    pos = 0
+    for m in re.finditer(r"\{([^{}]*)\}", template):
+        out.append(template[pos:m.start()])
+        pos = m.end()
+        expr = m.group(1).strip()
+        if expr.startswith("$"):
+            expr = expr[1:]
+        if expr in ("", "."):
+            out.append(gjson_string(obj))
+            continue
+        if expr.startswith("range") or expr.startswith("end") or "?(" in expr or "*" in expr or ".." in expr:
+            raise ResourceError(f"jsonPath {template!r}: only plain field paths are supported locally")
+        cur: Any = obj
+        i = 0
+        while i < len(expr):
+            sm = _SEG_RE.match(expr, i)
+            if not sm:
+                raise ResourceError(f"jsonPath {template!r}: cannot parse at {expr[i:]!r}")
+            i = sm.end()
+            if sm.group(1) is not None or sm.group(2) is not None or sm.group(3) is not None:
+                key = sm.group(1) if sm.group(1) is not None else (
+                    sm.group(2) if sm.group(2) is not None else sm.group(3))
+                key = re.sub(r"\\(.)", r"\1", key)
+                cur = cur.get(key, _MISSING) if isinstance(cur, dict) else _MISSING
+            else:
+                idx = int(sm.group(4))
+                cur = cur[idx] if isinstance(cur, list) and -len(cur) <= idx < len(cur) else _MISSING
+            if cur is _MISSING:
+                break
+        if cur is not _MISSING:
+            out.append(gjson_string(cur))
+    out.append(template[pos:])
+    return "".join(out)
+
+
+def jq_path(obj: Any, flt: str) -> str:
+    flt = flt.strip()
+    if not re.fullmatch(r"(\.[A-Za-z0-9_\-]+|\[\d+\])+|\.", flt):
+        raise ResourceError(f"jqFilter {flt!r}: only simple paths like .status.restarts are supported locally")
+    cur = obj
+    for m in re.finditer(r"\.([A-Za-z0-9_\-]+)|\[(\d+)\]", flt):
+        if m.group(1) is not None:
+            cur = cur.get(m.group(1)) if isinstance(cur, dict) else None
+        else:
+            i = int(m.group(2))
+            cur = cur[i] if isinstance(cur, list) and i < len(cur) else None
+    return gjson_string(cur) if not isinstance(cur, str) else cur
+
+
+# ------------------------------------------------------------------ execution
+
+def _outputs(outputs_spec: dict | None, obj: dict | None) -> dict[str, str]:
+    params = {}
+    for p in (outputs_spec or {}).get("parameters") or []:
+        vf = p.get("valueFrom") or {}
+        name = p["name"]
+        if obj is None:
+            if vf.get("default") is not None:
+                params[name] = str(vf["default"])
+                continue
+            raise ResourceError(f"output parameter {name!r}: no object to read")
+        if vf.get("jsonPath"):
+            params[name] = jsonpath(obj, vf["jsonPath"])
+        elif vf.get("jqFilter"):
+            params[name] = jq_path(obj, vf["jqFilter"])
+        elif vf.get("default") is not None:
+            params[name] = str(vf["default"])
+        else:
+            raise ResourceError(f"output parameter {name!r}: resource templates need valueFrom.jsonPath or jqFilter")
+    return params
+
+
+async def run_resource(resource: dict, outputs_spec: dict | None, controller: JobSetController, *,
+                       owner: dict | None, on_event: ev.EventCallback, node: str,
+                       do_validate: bool = True) -> dict[str, str]:
+    """Run the step; returns output parameters or raises ResourceError."""
+    action = resource.get("action")
+    if resource.get("manifestFrom"):
+        raise ResourceError("manifestFrom (manifest in an artifact) is not supported by the local runner")
+    manifest = resource.get("manifest")
+    if not isinstance(manifest, str) or not manifest.strip():
+        raise ResourceError("resource.manifest is empty")
+    try:
+        docs = [d for d in yaml.safe_load_all(manifest) if d is not None]
+    except yaml.YAMLError as e:
+        raise ResourceError(f"error: error parsing manifest: {e}") from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ResourceError(f"the manifest must hold exactly one object, found {len(docs)}")
+    obj = docs[0]
+    api = str(obj.get("apiVersion", ""))
+    if obj.get("kind") != "JobSet" or api.split("/")[0] != GROUP:
+        raise ResourceError(f"resource kind {obj.get('kind')!r} ({api}) is not supported: "
+                            "the local runner only plays the JobSet controller")
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    if action == "delete":
+        await controller.delete(meta.get("name", ""), ns)
+        return {}
+    if action == "get":
+        js = controller.get(meta.get("name", ""), ns)
+        if js is None:
+            raise ResourceError(f'Error from server (NotFound): jobsets.{GROUP} "{meta.get("name")}" not found')
+    elif action == "create":
+        if do_validate:
+            problems = validate(obj, on_event)
+            if problems:
+                raise ResourceError("The JobSet is invalid: " + "; ".join(problems))
+        owner_ref = owner if resource.get("setOwnerReference") else None
+        try:
+            js = controller.create(obj, owner_ref)
+        except JobSetError as e:
+            raise ResourceError(str(e)) from None
+    else:
+        raise ResourceError(f"resource action {action!r} is not supported locally (create, get, delete are)")
+
+    success = parse_selector(resource["successCondition"]) if resource.get("successCondition") else []
+    failure = parse_selector(resource["failureCondition"]) if resource.get("failureCondition") else []
+    while True:
+        version = js.version
+        current = js.obj
+        for req in failure:
+            if matches(req, current):
+                raise ResourceError(f"{js.name} failed: failure condition '{req}' matched "
+                                    f"(terminalState={current.get('status', {}).get('terminalState')})")
+        if not success or all(matches(req, current) for req in success):
+            break
+        if js.settled:
+            raise ResourceError(
+                f"JobSet {js.name} will not change any more (terminalState="
+                f"{current.get('status', {}).get('terminalState')}) and successCondition "
+                f"'{resource.get('successCondition')}' does not match: a real Argo step would wait forever")
+        await js.wait_change(version)
+    return _outputs(outputs_spec, js.snapshot())

@@ -1,0 +1,117 @@
+"""Cluster DNS for pods run by the local Argo runner (loaded via PYTHONPATH).
+
+In Kubernetes a JobSet pod reaches its peers as ``<js>-<rjob>-<i>-<j>.<subdomain>``
+(FQDN ``....<ns>.svc.cluster.local``).  Locally every pod is a process on this
+machine, so the runner puts this directory first on each pod's PYTHONPATH and
+this module wraps ``socket.getaddrinfo``, ``gethostbyname`` and
+``gethostbyname_ex`` to answer 127.0.0.1 (``::1`` for IPv6-only queries) for:
+
+* any name ending in ``.svc.cluster.local``, ``.svc.cluster.local.`` or ``.svc``;
+* names listed in the run's hosts file (``MFARGO_RUNNER_HOSTS_FILE``: the JobSet
+  pods' bare hostnames ``<js>-<rjob>-<i>-<j>``, ``<hostname>.<subdomain>``...,
+  re-read when it changes).
+
+``socket.gethostname()`` returns the pod's hostname (``MFARGO_POD_HOSTNAME``).
+Other names resolve normally.  Any other ``sitecustomize`` further down
+``sys.path`` is then executed, so an environment's own customisation still runs.
+Only Python processes are covered (``python -S``/``-I`` skip it).
+"""
+import os
+import socket
+import sys
+
+_HOSTS_FILE = os.environ.get("MFARGO_RUNNER_HOSTS_FILE", "")
+_POD_HOSTNAME = os.environ.get("MFARGO_POD_HOSTNAME", "")
+_SUFFIXES = (".svc.cluster.local", ".svc")
+_cache = {"mtime": None, "names": frozenset()}
+
+
+def _hosts():
+    if not _HOSTS_FILE:
+        return _cache["names"]
+    try:
+        mtime = os.stat(_HOSTS_FILE).st_mtime_ns
+    except OSError:
+        return _cache["names"]
+    if mtime != _cache["mtime"]:
+        names = set()
+        try:
+            with open(_HOSTS_FILE) as f:
+                for line in f:
+                    parts = line.split()
+                    names.update(p.lower() for p in parts[1:])
+        except OSError:
+            pass
+        _cache["mtime"], _cache["names"] = mtime, frozenset(names)
+    return _cache["names"]
+
+
+def _is_local(host):
+    if isinstance(host, bytes):
+        try:
+            host = host.decode("ascii")
+        except UnicodeDecodeError:
+            return False
+    if not isinstance(host, str) or not host:
+        return False
+    name = host.lower().rstrip(".")
+    if name.endswith(_SUFFIXES):
+        return True
+    if _POD_HOSTNAME and name == _POD_HOSTNAME.lower():
+        return True
+    return name in _hosts()
+
+
+_orig_getaddrinfo = socket.getaddrinfo
+_orig_gethostbyname = socket.gethostbyname
+_orig_gethostbyname_ex = socket.gethostbyname_ex
+_orig_gethostname = socket.gethostname
+
+
+def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+    if _is_local(host):
+        target = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+        return _orig_getaddrinfo(target, port, family, type, proto, flags)
+    return _orig_getaddrinfo(host, port, family, type, proto, flags)
+
+
+def gethostbyname(host):
+    if _is_local(host):
+        return "127.0.0.1"
+    return _orig_gethostbyname(host)
+
+
+def gethostbyname_ex(host):
+    if _is_local(host):
+        return (host, [], ["127.0.0.1"])
+    return _orig_gethostbyname_ex(host)
+
+
+def gethostname():
+    return _POD_HOSTNAME or _orig_gethostname()
+
+
+socket.getaddrinfo = getaddrinfo
+socket.gethostbyname = gethostbyname
+socket.gethostbyname_ex = gethostbyname_ex
+socket.gethostname = gethostname
+
+
+def _chain():
+    """Run the next sitecustomize on sys.path (ours shadows it)."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or not spec.origin or os.path.abspath(spec.origin) == os.path.abspath(__file__):
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+try:
+    _chain()
+except Exception as _e:  # never break the pod's interpreter start-up
+    sys.stderr.write(f"mfargo runner sitecustomize: chained sitecustomize failed: {_e!r}\n")
