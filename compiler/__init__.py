@@ -26,9 +26,6 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         node = graph[name]
         decos.reject_foreign(name, node.decorators)
         retry = decos.retry(node.decorators)
-        if shape.gang and decos.has(node.decorators, "catch") and retry.user_retries == 0:
-            # @catch alone adds error retries that re-create the gang; fine, nothing to reject.
-            pass
         steps[name] = ir.Step(
             name=name,
             transition=shape.transition,
@@ -58,12 +55,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         steps=steps,
         start=graph.start_step,
         parameters=parameters.workflow_parameters(flow, scheduled),
-        code=ir.CodeSource(
-            image_dir=options.code_in_image,
-            package_url=options.package_url,
-            package_sha=options.package_sha,
-            package_commands=options.package_commands,
-        ),
+        code=ir.CodeSource(image_dir=options.code_in_image),  # the CLI adds a code package
         namespace=options.namespace,
         top_level_args=_top_level_args(options),
         step_args=_step_args(options),

@@ -19,9 +19,6 @@ class CompileOptions:
     tags: tuple[str, ...] = ()
     user_namespace: str | None = None
     code_in_image: str | None = None  # --code-in-image DIR
-    package_url: str | None = None
-    package_sha: str | None = None
-    package_commands: tuple[str, ...] = ()
     datastore: str = "local"
     datastore_root: str | None = None
     metadata: str = "local"

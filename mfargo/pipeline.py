@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 
 from mfargo import templates, validation
-from mfargo.compiler import CompileError, CompileOptions, compile_flow
+from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir
 from mfargo.templates import emit
 
 
-def documents(flow, graph, options: CompileOptions, flow_decorators=()) -> list[dict]:
+def compile_ir(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
+    return compile_flow(flow, graph, options, flow_decorators)
+
+
+def documents(workflow: ir.Workflow) -> list[dict]:
     """Every document to emit, checked against Argo's schema and the JobSet CRD."""
-    docs = templates.build(compile_flow(flow, graph, options, flow_decorators))
+    docs = templates.build(workflow)
     problems = validation.validate_documents(docs)
     if problems:
         raise CompileError("generated YAML failed validation (a bug in mfargo): %s" % problems[0])

@@ -21,6 +21,8 @@ def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
     """The caller's env without Metaflow/AWS settings, so output depends on the flow alone."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("METAFLOW_", "AWS_", "MFARGO_"))}
     env["USER"] = "tester"
+    # boto3 would otherwise ask the EC2 metadata address for a region (off-machine traffic).
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
     env["METAFLOW_HOME"] = str(home or (REPO / "tests" / ".no-metaflow-home"))
     env.update(extra)
     return env

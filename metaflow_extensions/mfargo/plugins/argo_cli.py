@@ -7,6 +7,7 @@ objects and config, then writes or prints the result. Errors are one line, exit 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from metaflow._vendor import click
 
@@ -55,9 +56,12 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
                 "deploying to a cluster is not available yet: use --only-yaml or --output-file, "
                 "then `kubectl apply -f`"
             )
-        options = _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
-                           workflow_priority, upload=bool(output_file) and not only_yaml)
-        docs = pipeline.documents(obj.flow, obj.graph, options, _flow_decorators(obj.flow))
+        options = _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority)
+        workflow = pipeline.compile_ir(obj.flow, obj.graph, options, _flow_decorators(obj.flow))
+        if not code_in_image:
+            # Only a flow that compiles is packaged (and, unless --only-yaml, uploaded).
+            workflow = replace(workflow, code=_code_package(obj, upload=bool(output_file) and not only_yaml))
+        docs = pipeline.documents(workflow)
         text = pipeline.as_json(docs) if only_json else pipeline.as_yaml(docs)
     except CompileError as e:
         click.secho("mfargo: %s" % e, fg="red", err=True)
@@ -73,7 +77,7 @@ def _flow_decorators(flow):
     return [d for decos in flow._flow_decorators.values() for d in decos]
 
 
-def _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority, upload):
+def _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority):
     from metaflow import current, metaflow_config
     from metaflow.util import dict_to_cli_options
 
@@ -86,7 +90,6 @@ def _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_tim
         top_level.update(deco.get_top_level_options())
     for key in ("config", "config_value", "local_config_file"):
         top_level.pop(key, None)  # configs reach pods through METAFLOW_FLOW_CONFIG_VALUE
-    package = {} if code_in_image else _code_package(obj, upload)
     project = {}
     if current.get("project_name"):
         project = {k: current.get(k) for k in ("project_name", "branch_name", "project_flow_name")}
@@ -112,7 +115,6 @@ def _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_tim
         config_env=config_env,
         project=tuple(sorted(project.items())),
         default_image=_default_image(),
-        **package,
     )
 
 
@@ -122,9 +124,11 @@ def _default_image() -> str:
     return _kubernetes_defaults()["image"]
 
 
-def _code_package(obj, upload: bool) -> dict:
+def _code_package(obj, upload: bool):
     """Metaflow's content-addressed code package: its URL is known before any upload."""
     from hashlib import sha1
+
+    from mfargo.compiler.ir import CodeSource
 
     from metaflow.package import MetaflowPackage
 
@@ -137,4 +141,4 @@ def _code_package(obj, upload: bool) -> dict:
     if upload:
         [(url, sha)] = obj.flow_datastore.save_data([blob], len_hint=1)
     commands = obj.environment.get_package_commands(url, obj.flow_datastore.TYPE, package.package_metadata)
-    return {"package_url": url, "package_sha": sha, "package_commands": tuple(commands)}
+    return CodeSource(package_url=url, package_sha=sha, package_commands=tuple(commands))
