@@ -108,6 +108,9 @@ def tokenize(src: str) -> list[Tok]:
                 i += len(op)
                 break
         else:
+            if c in "{}#|@^":
+                raise ExprError(f"{c!r} at column {i + 1}: closures, map literals, pipes and '^' are "
+                                "not supported by the local runner's expression subset")
             raise ExprError(f"unexpected character {c!r} at column {i + 1}")
     toks.append(Tok("end", None, n))
     return toks
@@ -507,7 +510,11 @@ class _Evaluator:
             if not isinstance(right, bool):
                 raise ExprError(f"invalid operation: ... {op} {_type(right)} (operands must be bools)")
             return right
-        left = _use(self.ev(ln))
+        left = self.ev(ln)
+        if op == "-" and isinstance(left, Missing):
+            raise ExprError(f"{left.what} is not defined (a hyphenated name must be indexed: "
+                            "inputs.parameters['my-param'])")
+        left = _use(left)
         right = _use(self.ev(rn))
         if op == "==":
             return _equal(left, right)

@@ -110,16 +110,29 @@ class WorkflowDoc:
                 raise WorkflowError(f"template {name!r} not found (templates: {', '.join(self._raw)})")
             defaults = self.spec.get("templateDefaults")
             tmpl = self._raw[name]
-            self._merged[name] = merge_defaults(defaults, tmpl) if defaults else tmpl
+            if defaults:
+                merged = merge_defaults(defaults, tmpl)
+                # Like Argo's SetType: the template keeps its own type; a default
+                # `container:` must not turn a DAG into a container template.
+                own = [k for k in TEMPLATE_TYPES if tmpl.get(k) is not None]
+                if own:
+                    for k in TEMPLATE_TYPES:
+                        if k not in own:
+                            merged.pop(k, None)
+                tmpl = merged
+            self._merged[name] = tmpl
         return self._merged[name]
 
     def annotation(self, key: str) -> str | None:
         return (self.metadata.get("annotations") or {}).get(key)
 
 
+TEMPLATE_TYPES = ("container", "script", "dag", "steps", "resource", "suspend",
+                  "containerSet", "http", "plugin", "data")
+
+
 def template_type(tmpl: dict) -> str:
-    for kind in ("container", "script", "dag", "steps", "resource", "suspend",
-                 "containerSet", "http", "plugin", "data"):
+    for kind in TEMPLATE_TYPES:
         if tmpl.get(kind) is not None:
             return kind
     raise WorkflowError(f"template {tmpl.get('name')!r} has no container/script/dag/steps/resource")

@@ -385,21 +385,21 @@ class Executor:
             script=source if is_script else None,
             extra_env={"ARGO_POD_NAME": node.pod_name, "ARGO_CONTAINER_NAME": "main", "ARGO_NODE_ID": node.id},
             display=node.display_name)
-        async with await self._slot():
+        async with await self._slot():  # the slot is held until the node is finished
             self.start(node)
             res = await self.pods.run(pod)
-        node.pod_dir = str(res.pod_dir)
-        node.outputs = {"exitCode": str(res.exit_code) if res.exit_code is not None else "-1",
-                        "result": res.stdout, "parameters": {}}
-        ok = res.phase == SUCCEEDED
-        try:
-            node.outputs["parameters"] = self._container_outputs(t, res, strict=ok)
-        except WorkflowError as e:
-            if ok:
-                return self.finish(node, ERROR, str(e))
-        if not ok:
-            return self.finish(node, FAILED, res.message)
-        return self.finish(node, SUCCEEDED)
+            node.pod_dir = str(res.pod_dir)
+            node.outputs = {"exitCode": str(res.exit_code) if res.exit_code is not None else "-1",
+                            "result": res.stdout, "parameters": {}}
+            ok = res.phase == SUCCEEDED
+            try:
+                node.outputs["parameters"] = self._container_outputs(t, res, strict=ok)
+            except WorkflowError as e:
+                if ok:
+                    return self.finish(node, ERROR, str(e))
+            if not ok:
+                return self.finish(node, FAILED, res.message)
+            return self.finish(node, SUCCEEDED)
 
     def _container_outputs(self, t: dict, res, strict: bool) -> dict[str, str]:
         params: dict[str, str] = {}
@@ -452,11 +452,11 @@ class Executor:
                 return self.finish(node, FAILED, "Pod was active on the node longer than the specified deadline")
             except ResourceError as e:
                 return self.finish(node, FAILED, str(e))
-        node.outputs = {"parameters": params}
-        for p in (t.get("outputs") or {}).get("parameters") or []:
-            if p.get("globalName") and p["name"] in params:
-                self.wf_vars["outputs"]["parameters"][p["globalName"]] = params[p["name"]]
-        return self.finish(node, SUCCEEDED)
+            node.outputs = {"parameters": params}
+            for p in (t.get("outputs") or {}).get("parameters") or []:
+                if p.get("globalName") and p["name"] in params:
+                    self.wf_vars["outputs"]["parameters"][p["globalName"]] = params[p["name"]]
+            return self.finish(node, SUCCEEDED)
 
     async def run_suspend(self, node: Node, tmpl: dict, scope: Scope) -> Node:
         t = self._leaf_fields(tmpl, scope)
