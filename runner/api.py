@@ -152,7 +152,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                        started_at=time.time())
 
     async def main() -> None:
-        pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=doc.annotation(CODE_DIR_ANNOTATION),
+        image_code_dir = doc.annotation(CODE_DIR_ANNOTATION) or annotations.get(CODE_DIR_ANNOTATION)
+        pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
                          on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
                          stream_logs=stream_logs)
         jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
