@@ -1,0 +1,106 @@
+"""Runner CLI: exit codes, output, --run-id-file (also on failure), SIGTERM kills
+every pod, concurrent runs do not collide."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mfargo.runner.cli import main
+from mfargo.runner.testing import pod_env
+
+OK = """
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata: {name: cli}
+spec:
+  entrypoint: main
+  arguments: {parameters: [{name: code, value: "0"}]}
+  templates:
+  - name: main
+    inputs: {parameters: [{name: code}]}
+    container:
+      image: bash
+      command: [bash, -c, "echo hi > /tmp/x; echo from-pod; exit {{inputs.parameters.code}}"]
+"""
+
+
+def test_cli_success_and_failure(tmp_path, capsys):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(OK)
+    rid = tmp_path / "run-id"
+    assert main([str(wf), "--run-id-file", str(rid), "--backoff-scale", "0.01"]) == 0
+    out = capsys.readouterr().out
+    name = rid.read_text().strip()[len("argo-"):]
+    assert name.startswith("cli-")
+    assert f"Workflow {name}: Succeeded" in out
+    assert f"Metaflow run id: argo-{name}" in out
+    assert f"{name}-main-" in out and "| from-pod" in out
+    rid.unlink()
+    assert main([str(wf), "-p", "code=3", "--run-id-file", str(rid), "--quiet"]) == 1
+    out = capsys.readouterr().out
+    name = rid.read_text().strip()[len("argo-"):]
+    assert f"Workflow {name}: Failed" in out and "from-pod" not in out
+    assert "work directory:" in out  # kept after a failure
+    assert main([str(wf), "-p", "nope=1"]) == 2
+
+
+def _run_cli(wf, work, *extra):
+    env = pod_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.Popen([sys.executable, "-m", "mfargo.runner.cli", str(wf), "--work-dir", str(work), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def test_sigterm_kills_every_pod(tmp_path):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text("""
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata: {name: sleepers}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: s, template: sleep, withItems: [1, 2, 3]}
+  - name: sleep
+    container:
+      image: bash
+      command: [bash, -c, "sleep 1000 & echo $! > /tmp/pid; wait"]
+""")
+    work = tmp_path / "work"
+    proc = _run_cli(wf, work)
+    try:
+        deadline = time.time() + 20
+        pids = []
+        while time.time() < deadline:
+            pids = [int(p.read_text()) for p in work.glob("pods/*/tmp/pid") if p.read_text().strip()]
+            if len(pids) == 3:
+                break
+            time.sleep(0.1)
+        assert len(pids) == 3
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out
+    assert "terminated by SIGTERM" in out
+    time.sleep(0.2)
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_two_runs_at_once_do_not_collide(tmp_path):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(OK.replace("exit {{inputs.parameters.code}}", "sleep 0.5"))
+    a = _run_cli(wf, tmp_path / "a", "--run-id-file", str(tmp_path / "a.id"))
+    b = _run_cli(wf, tmp_path / "b", "--run-id-file", str(tmp_path / "b.id"))
+    out_a, _ = a.communicate(timeout=60)
+    out_b, _ = b.communicate(timeout=60)
+    assert a.returncode == 0 and b.returncode == 0, out_a + out_b
+    ida, idb = (tmp_path / "a.id").read_text(), (tmp_path / "b.id").read_text()
+    assert ida != idb

@@ -1,0 +1,169 @@
+"""Runner: what a pod sees - code dir mapping, env (fieldRef, $(VAR), secrets),
+PYTHONPATH/sitecustomize chaining, start failures, script templates."""
+import json
+
+from mfargo.runner import events as ev
+from mfargo.runner.testing import pod_env, run_yaml
+
+
+def test_code_dir_mapping_and_working_dir(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "mymod.py").write_text("X = 'from code dir'\n")
+    result, rec = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata:
+          name: codedir
+          annotations: {mfargo/code-dir: /app}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - {name: cd, template: cd}
+              - {name: wd, template: wd}
+          - name: cd
+            container:
+              image: img
+              command: [bash, -c, "cd /app && ls mymod.py && python -c 'import mymod; print(mymod.X)'"]
+          - name: wd
+            container:
+              image: img
+              workingDir: /app
+              env: [{name: APP_FILE, value: /app/mymod.py}]
+              command: [bash, -c, "pwd; cat $APP_FILE | head -1; python -c 'import sys; print(sys.path[1:3])'"]
+        """, tmp_path, code_dir=code)
+    assert result.status == "Succeeded", result.message
+    logs = {e.node: [] for e in rec.kinds(ev.LOG)}
+    for e in rec.kinds(ev.LOG):
+        logs[e.node].append(e.message)
+    assert logs["cd"] == ["mymod.py", "from code dir"]
+    assert logs["wd"][0] == str(code)
+    assert logs["wd"][1] == "X = 'from code dir'"
+    site_dir = str((__import__("mfargo.runner.pod", fromlist=["x"]).SITE_DIR))
+    assert json.loads(logs["wd"][2].replace("'", '"')) == [site_dir, str(code)]
+
+
+def test_env_field_refs_and_kubernetes_expansion(tmp_path):
+    result, rec = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: envs, namespace: team}
+        spec:
+          entrypoint: show
+          serviceAccountName: runner-sa
+          podMetadata:
+            labels: {app: demo}
+            annotations: {run: "argo-{{workflow.name}}"}
+          templates:
+          - name: show
+            metadata:
+              annotations: {step: show}
+            container:
+              image: img
+              command: [bash, -c, "echo $(GREETING) '$$(NOT_EXPANDED) $(UNKNOWN)'; env | grep ^X_ | sort"]
+              env:
+              - {name: BASE, value: hello}
+              - {name: GREETING, value: "$(BASE) world"}
+              - {name: X_POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+              - {name: X_NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+              - {name: X_SA, valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}}
+              - {name: X_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+              - {name: X_APP, valueFrom: {fieldRef: {fieldPath: "metadata.labels['app']"}}}
+              - {name: X_WF, valueFrom: {fieldRef: {fieldPath: "metadata.labels['workflows.argoproj.io/workflow']"}}}
+              - {name: X_RUN, valueFrom: {fieldRef: {fieldPath: "metadata.annotations['run']"}}}
+              - {name: X_STEP, valueFrom: {fieldRef: {fieldPath: "metadata.annotations['step']"}}}
+              - {name: X_CPU, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
+              resources: {limits: {cpu: "1500m"}}
+        """, tmp_path)
+    assert result.status == "Succeeded", result.message
+    lines = [e.message for e in rec.kinds(ev.LOG)]
+    pod = result.nodes[result.workflow_name].pod_name
+    assert lines[0] == "hello world $(NOT_EXPANDED) $(UNKNOWN)"
+    env = dict(line.split("=", 1) for line in lines[1:])
+    assert env == {"X_POD": pod, "X_NS": "team", "X_SA": "runner-sa", "X_IP": "127.0.0.1", "X_APP": "demo",
+                   "X_WF": result.workflow_name, "X_RUN": f"argo-{result.workflow_name}", "X_STEP": "show",
+                   "X_CPU": "2"}
+
+
+def test_secrets_are_errors_unless_given(tmp_path):
+    text = """
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: secret}
+        spec:
+          entrypoint: s
+          templates:
+          - name: s
+            container:
+              image: img
+              command: [bash, -c, "echo $TOKEN"]
+              env:
+              - name: TOKEN
+                valueFrom: {secretKeyRef: {name: my-secret, key: token}}
+        """
+    result, _ = run_yaml(text, tmp_path / "a")
+    node = result.nodes[result.workflow_name]
+    assert result.status == "Failed" and "my-secret" in node.message
+    result, rec = run_yaml(text, tmp_path / "b", secrets={"my-secret": {"token": "s3cr3t"}})
+    assert result.status == "Succeeded"
+    assert [e.message for e in rec.kinds(ev.LOG)] == ["s3cr3t"]
+
+
+def test_start_failures_and_absolute_commands(tmp_path):
+    result, _ = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: start}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              failFast: false
+              tasks:
+              - {name: missing, template: missing}
+              - {name: image-python, template: image-python}
+          - name: missing
+            container: {image: img, command: [no-such-binary-xyz]}
+          - name: image-python
+            container: {image: python:3.11, command: [/usr/local/bin/python-not-here/../python, -c, "print(1)"]}
+        """, tmp_path)
+    missing = result.node("missing")
+    assert missing.phase == "Failed" and "executable file not found" in missing.message
+    assert result.node("image-python").phase == "Succeeded"  # found by base name on PATH
+    assert result.status == "Failed"
+
+
+def test_script_template_result_and_sitecustomize_chaining(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['CHAINED'] = 'yes'\n")
+    env = pod_env({"PYTHONPATH": str(other)})
+    result, _ = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: script}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - {name: s, template: s}
+              - {name: use, depends: s, template: use, arguments: {parameters: [{name: r, value: "{{tasks.s.outputs.result}}"}]}}
+          - name: s
+            script:
+              image: python:3.11
+              command: [python]
+              source: |
+                import os, socket
+                print(os.environ.get("CHAINED"), socket.gethostbyname("anything.ns.svc"))
+          - name: use
+            inputs: {parameters: [{name: r}]}
+            container: {image: img, command: [bash, -c, "test '{{inputs.parameters.r}}' = 'yes 127.0.0.1'"]}
+        """, tmp_path, env=env)
+    assert result.status == "Succeeded", result.message
+    assert result.node("s").outputs["result"] == "yes 127.0.0.1"
