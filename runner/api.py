@@ -117,14 +117,16 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  config_maps: dict[str, dict[str, str]] | None = None, workflow_name: str | None = None,
                  namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
-                 handle_signals: bool = True) -> RunResult:
+                 handle_signals: bool = True, private_tmp: bool = True) -> RunResult:
     """Run ``source`` (path, YAML text or dict) to completion and return a RunResult.
 
     ``env`` is the base environment of every pod (default: this process's); the
     workflow's ``-p`` ``parameters`` override ``spec.arguments``; ``code_dir`` replaces
     the image's code directory (annotation ``mfargo/code-dir``) and goes on PYTHONPATH;
     ``backoff_scale`` multiplies every retry/back-off wait; ``timeout`` bounds the whole
-    run (exit handlers included).  Invalid input raises WorkflowError before anything runs.
+    run (exit handlers included); ``private_tmp=False`` lets pods share this machine's
+    /tmp (default: each pod's /tmp is private, as in Kubernetes).  Invalid input raises
+    WorkflowError before anything runs.
     """
     doc = WorkflowDoc(load_document(source))
     params = resolve_parameters(doc, dict(parameters or {}))
@@ -155,7 +157,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         image_code_dir = doc.annotation(CODE_DIR_ANNOTATION) or annotations.get(CODE_DIR_ANNOTATION)
         pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
                          on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
-                         stream_logs=stream_logs)
+                         stream_logs=stream_logs, private_tmp=private_tmp)
         jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
         executor = Executor(doc, name=name, namespace=ns, uid=result.uid, created=result.started_at,
                             parameters=params, labels=labels, annotations=annotations, pods=pods,
@@ -164,10 +166,16 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         loop = asyncio.get_running_loop()
         installed = []
         if handle_signals and threading.current_thread() is threading.main_thread():
+            def on_signal(sig: signal.Signals, previous) -> None:
+                # First signal: stop cleanly (pods killed). A second one gets the old handler.
+                executor.terminate(f"terminated by {sig.name}")
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, previous)
+
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
                     previous = signal.getsignal(sig)
-                    loop.add_signal_handler(sig, executor.terminate, f"terminated by {sig.name}")
+                    loop.add_signal_handler(sig, on_signal, sig, previous)
                     installed.append((sig, previous))
                 except (ValueError, RuntimeError, NotImplementedError):
                     pass

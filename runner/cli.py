@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="multiply every retry/back-off wait (e.g. 0.01 in tests)")
     p.add_argument("--timeout", type=float, help="fail the run after this many seconds (exit hooks included)")
     p.add_argument("--quiet", action="store_true", help="do not print pod output lines")
+    p.add_argument("--shared-tmp", action="store_true",
+                   help="let pods share this machine's /tmp (default: private per pod, as in Kubernetes)")
     p.add_argument("--no-validate", action="store_true", help="skip JobSet manifest validation")
     p.add_argument("--s3", action="store_true", help="start a local S3 server for the run")
     p.add_argument("--s3-bucket", action="append", default=[], help="extra bucket to create with --s3")
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
-                              timeout=args.timeout, validate=not args.no_validate)
+                              timeout=args.timeout, validate=not args.no_validate,
+                              private_tmp=not args.shared_tmp)
     except (WorkflowError, OSError) as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:

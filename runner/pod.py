@@ -11,7 +11,8 @@ one documented way each:
 * **Path mapping**: every ``volumeMounts[].mountPath`` maps to a host directory
   (``emptyDir`` -> ``<pod dir>/mounts/<mountPath with / -> _>``, fresh per pod;
   ``persistentVolumeClaim`` -> ``<work_dir>/volumes/pvc/<claim>``, shared by the run);
-  ``/tmp`` maps to ``<pod dir>/tmp`` (a container's /tmp is private in Kubernetes);
+  ``/tmp`` maps to ``<pod dir>/tmp`` (a container's /tmp is private in Kubernetes;
+  ``private_tmp=False`` shares the machine's /tmp instead);
   the image's code directory (annotation ``mfargo/code-dir``) maps to ``--code-dir``.
   The runner rewrites each such path *prefix* wherever it appears in command/args,
   env values, ``workingDir`` and output ``valueFrom.path``.  Paths elsewhere in the
@@ -189,7 +190,8 @@ class PodRunner:
     def __init__(self, work_dir: Path, base_env: dict[str, str], *, code_dir: Path | None = None,
                  image_code_dir: str | None = None, on_event: ev.EventCallback = ev.null_callback,
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
-                 config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True):
+                 config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True,
+                 private_tmp: bool = True):
         self.work_dir = Path(work_dir)
         self.base_env = dict(base_env)
         self.code_dir = Path(code_dir).resolve() if code_dir else None
@@ -199,6 +201,8 @@ class PodRunner:
         self.secrets = secrets or {}
         self.config_maps = config_maps or {}
         self.stream_logs = stream_logs
+        self.private_tmp = private_tmp
+        self._warned_tmp: set[str] = set()
         self.hosts_file = self.work_dir / "hosts"
         self.hosts_file.touch()
         self._hosts: set[str] = set()
@@ -312,7 +316,7 @@ class PodRunner:
                 host.mkdir(parents=True, exist_ok=True)
             mounts.append((path.rstrip("/"), host))
         taken = {p for p, _ in mounts}
-        if "/tmp" not in taken:
+        if self.private_tmp and "/tmp" not in taken:
             mounts.append(("/tmp", pod_dir / "tmp"))
         if self.image_code_dir and self.code_dir and self.image_code_dir not in taken:
             mounts.append((self.image_code_dir, self.code_dir))
@@ -421,6 +425,9 @@ class PodRunner:
         env["PYTHONPATH"] = os.pathsep.join(parts)
         env["MFARGO_RUNNER_HOSTS_FILE"] = str(self.hosts_file)
         env["MFARGO_POD_HOSTNAME"] = pod.hostname or pod.name
+        if self.private_tmp:
+            self._warn_host_tmp(pod, [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
+                                + [str(i.get("value")) for i in c.get("env") or [] if i.get("value")])
         command = [str(x) for x in (c.get("command") or [])]
         args = [str(x) for x in (c.get("args") or [])]
         if not command and not args:
@@ -439,6 +446,17 @@ class PodRunner:
                 Path(mapped).mkdir(parents=True, exist_ok=True)
                 cwd = Path(mapped)
         return {"name": cname, "argv": argv, "env": env, "cwd": cwd}
+
+    def _warn_host_tmp(self, pod: PodSpec, texts: list[str]) -> None:
+        """A /tmp/<x> the spec names that exists on this machine was probably meant to be shared."""
+        for text in texts:
+            for m in re.finditer(r"(?<![\w.\-/])/tmp/([\w.\-]+)", text):
+                top = m.group(1)
+                if top not in self._warned_tmp and os.path.exists(f"/tmp/{top}"):
+                    self._warned_tmp.add(top)
+                    self.on_event(ev.Event(ev.WARNING, node=pod.display, message=(
+                        f"/tmp/{top} exists on this machine, but each pod has a private /tmp "
+                        f"(<pod dir>/tmp), as in Kubernetes; use shared_tmp/--shared-tmp to share it")))
 
     def _write_pod_json(self, pod: PodSpec, pod_dir: Path, prepared: dict) -> None:
         info = {

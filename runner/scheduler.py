@@ -804,7 +804,7 @@ class Executor:
     async def execute(self, hard_deadline: float | None = None) -> tuple[str, str]:
         """Run entrypoint then exit hooks; returns (workflow status, message)."""
         self.terminated = False
-        started = time.time()
+        started = self.started = time.time()
         self.on_event(ev.Event(ev.WORKFLOW_STARTED, node=self.name, message="Running",
                                data={"run_id": f"argo-{self.name}"}))
         wf_deadline = self.spec.get("activeDeadlineSeconds")
@@ -838,6 +838,7 @@ class Executor:
     async def _exit_hooks(self, status: str, message: str, hard_deadline: float | None) -> tuple[str, str]:
         self.wf_vars["status"] = status
         self.wf_vars["failures"] = self.failures_json()
+        self.wf_vars["duration"] = format_value(round(time.time() - self.started, 3))
         self.cancel_reason = "exit handler exceeded the runner timeout"
         hooks = self.spec.get("hooks") or {}
         runs: list[tuple[str, str, str, dict]] = []

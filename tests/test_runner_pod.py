@@ -167,3 +167,26 @@ def test_script_template_result_and_sitecustomize_chaining(tmp_path):
         """, tmp_path, env=env)
     assert result.status == "Succeeded", result.message
     assert result.node("s").outputs["result"] == "yes 127.0.0.1"
+
+
+def test_private_tmp_by_default_shared_on_request(tmp_path):
+    assert str(tmp_path).startswith("/tmp/")
+    target = tmp_path / "shared.txt"
+    text = f"""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {{name: tmp}}
+        spec:
+          entrypoint: w
+          templates:
+          - name: w
+            container: {{image: img, command: [bash, -c, "mkdir -p {tmp_path} && echo x > {target}"]}}
+        """
+    result, rec = run_yaml(text, tmp_path / "private")
+    assert result.status == "Succeeded"
+    assert not target.exists()  # went to <pod dir>/tmp/...
+    pod = result.nodes[result.workflow_name].pod_name
+    assert (result.work_dir / "pods" / pod / "tmp" / target.relative_to("/tmp")).is_file()
+    assert any("private /tmp" in e.message for e in rec.kinds(ev.WARNING))
+    result, _ = run_yaml(text, tmp_path / "shared", private_tmp=False)
+    assert result.status == "Succeeded" and target.read_text() == "x\n"
