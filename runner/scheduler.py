@@ -51,7 +51,14 @@ MAX_DEPTH = 200
 UNLIMITED_RETRY_CAP = 1000
 LEAF_TYPES = ("container", "script", "resource", "suspend")
 NODE_ERRORS = (WorkflowError, SubstitutionError, ExprError, WhenError, dep.DependsError, PodError,
-               ResourceError, ValueError)
+               ResourceError, ValueError, KeyError, TypeError, OSError)
+
+
+def error_text(e: BaseException) -> str:
+    """Node message for an exception; malformed specs (KeyError/TypeError) name the type."""
+    if isinstance(e, (KeyError, TypeError, AttributeError)):
+        return f"malformed template ({type(e).__name__}: {e})"
+    return str(e)
 
 
 @dataclass
@@ -221,7 +228,7 @@ class Executor:
             node.inputs = self.resolve_inputs(tmpl, args)
         except NODE_ERRORS as e:
             self.start(node, announce=False)
-            return self.finish(node, ERROR, str(e))
+            return self.finish(node, ERROR, error_text(e))
         retry = tmpl.get("retryStrategy")
         if retry is None and ttype in LEAF_TYPES:
             retry = self.spec.get("retryStrategy")
@@ -244,7 +251,8 @@ class Executor:
         node.type = "Retry"
         self.start(node, announce=False)
         try:
-            retry = Scope({"workflow": self.wf_vars, "inputs": {"parameters": node.inputs}}).substitute_obj(retry)
+            retry = Scope({"workflow": self.wf_vars, "inputs": {"parameters": node.inputs}}).substitute_obj(
+                retry, skip=("expression",))
             limit = parse_int(retry["limit"], "retryStrategy.limit") if retry.get("limit") is not None else None
             policy = retry.get("retryPolicy") or ("Always" if retry.get("expression") else "OnFailure")
             if policy not in ("Always", "OnFailure", "OnError", "OnTransientError"):
@@ -255,7 +263,7 @@ class Executor:
             cap = parse_duration(backoff["cap"]) if backoff.get("cap") else None
             max_duration = parse_duration(backoff["maxDuration"]) if backoff.get("maxDuration") else None
         except NODE_ERRORS as e:
-            return self.finish(node, ERROR, str(e))
+            return self.finish(node, ERROR, error_text(e))
         first_start = time.time()
         attempt = 0
         while True:
@@ -275,10 +283,13 @@ class Executor:
                                      "status": child.phase, "message": child.message,
                                      "duration": str(int((child.finished_at or 0) - (child.started_at or 0)))},
                        "workflow": self.wf_vars, "inputs": {"parameters": node.inputs}}
+                expression = str(retry["expression"]).strip()
+                if expression.startswith("{{=") and expression.endswith("}}"):
+                    expression = expression[3:-2]
                 try:
-                    retryable = bool(Scope(env).evaluate(str(retry["expression"])))
+                    retryable = Scope(env).evaluate(expression) is True
                 except SubstitutionError as e:
-                    return self.finish(node, ERROR, str(e))
+                    return self.finish(node, ERROR, error_text(e))
             if not retryable:
                 return self.finish(node, child.phase, message, announce=False)
             if attempt >= (limit if limit is not None else UNLIMITED_RETRY_CAP):
@@ -325,7 +336,7 @@ class Executor:
         except NODE_ERRORS as e:
             if node.started_at is None:
                 self.start(node, announce=False)
-            return self.finish(node, ERROR, str(e))
+            return self.finish(node, ERROR, error_text(e))
         except asyncio.CancelledError:
             self._cancelled(node)
             raise
@@ -396,7 +407,7 @@ class Executor:
                 node.outputs["parameters"] = self._container_outputs(t, res, strict=ok)
             except WorkflowError as e:
                 if ok:
-                    return self.finish(node, ERROR, str(e))
+                    return self.finish(node, ERROR, error_text(e))
             if not ok:
                 return self.finish(node, FAILED, res.message)
             return self.finish(node, SUCCEEDED)
@@ -510,7 +521,7 @@ class Executor:
             node = self.new_node(base_name, display, "Skipped", task.get("template"))
             parent.children.append(node.name)
             self.start(node, announce=False)
-            return self.finish(node, ERROR, str(e))
+            return self.finish(node, ERROR, error_text(e))
         if items is None:
             node = await self.run_instance(parent, task, scope, base_name, display, depth, limiter)
             return node
@@ -575,7 +586,7 @@ class Executor:
             node = self.new_node(name, display, "Skipped", task.get("template"))
             parent.children.append(node.name)
             self.start(node, announce=False)
-            return self.finish(node, ERROR, str(e))
+            return self.finish(node, ERROR, error_text(e))
         async with limiter:
             node_task = self.run_template(name, display, tmpl_name, args, depth + 1)
             node = await node_task
