@@ -1,0 +1,176 @@
+"""Runner: less common Argo semantics - AnySucceeded/AllFailed, continueOn, dag.target,
+withSequence, retry expressions and maxDuration, expression hooks, JobSet delete."""
+from mfargo.runner.testing import run_yaml
+
+SH = """
+  - name: sh
+    inputs: {parameters: [{name: cmd, value: "true"}]}
+    outputs:
+      parameters: [{name: out, valueFrom: {path: /tmp/out, default: none}}]
+    container: {image: bash, command: [bash, -c, "{{inputs.parameters.cmd}}"]}
+"""
+
+
+def wf(body: str) -> str:
+    import textwrap
+    return textwrap.dedent(body) + SH
+
+
+def test_fan_out_results_continue_on_and_sequence(tmp_path):
+    result, _ = run_yaml(wf("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: sem}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - name: some
+                template: sh
+                withSequence: {count: "3", start: "1"}
+                arguments: {parameters: [{name: cmd, value: "test {{item}} != 2"}]}
+              - name: any
+                depends: some.AnySucceeded
+                template: sh
+                arguments: {parameters: [{name: cmd, value: "echo {{tasks.some.status}} > /tmp/out"}]}
+              - name: all-failed
+                depends: some.AllFailed
+                template: sh
+              - name: flaky
+                template: sh
+                continueOn: {failed: true}
+                arguments: {parameters: [{name: cmd, value: "exit 1"}]}
+              - name: after-flaky
+                dependencies: [flaky]
+                template: sh
+        """), tmp_path)
+    assert result.node("some").phase == "Failed"
+    assert [result.nodes[c].display_name for c in result.node("some").children] == [
+        "some(0:1)", "some(1:2)", "some(2:3)"]
+    assert result.node("any").outputs["parameters"]["out"] == "Failed"
+    assert result.node("all-failed").phase == "Omitted"
+    assert result.node("after-flaky").phase == "Succeeded"
+    # 'some' failed and is handled (AnySucceeded); 'all-failed' is an Omitted target whose
+    # parent branch failed, so the DAG fails like Argo's
+    assert result.status == "Failed"
+
+
+def test_dag_target_and_steps_continue_on(tmp_path):
+    result, _ = run_yaml(wf("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: target}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            steps:
+            - - {name: partial, template: partial}
+              - name: tolerated
+                template: sh
+                continueOn: {failed: true}
+                arguments: {parameters: [{name: cmd, value: "exit 5"}]}
+            - - name: fan
+                template: sh
+                withItems: [a, b]
+                arguments: {parameters: [{name: cmd, value: "echo {{item}}-{{steps.tolerated.status}} > /tmp/out"}]}
+            - - name: last
+                template: sh
+                arguments: {parameters: [{name: cmd, value: "echo '{{steps.fan.outputs.parameters.out}}' > /tmp/out"}]}
+          - name: partial
+            dag:
+              target: b
+              tasks:
+              - {name: a, template: sh}
+              - {name: b, depends: a, template: sh}
+              - {name: never, depends: a, template: sh}
+        """), tmp_path)
+    assert result.status == "Succeeded", result.message
+    assert result.node("b").phase == "Succeeded"
+    assert not [n for n in result.nodes.values() if n.display_name == "never"]
+    assert result.node("last").outputs["parameters"]["out"] == '["a-Failed","b-Failed"]'
+
+
+def test_retry_expression_and_max_duration(tmp_path):
+    result, _ = run_yaml(wf("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: retryexpr}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              failFast: false
+              tasks:
+              - {name: only-code-2, template: code, arguments: {parameters: [{name: code, value: "3"}]}}
+              - {name: capped, template: capped}
+          - name: code
+            inputs: {parameters: [{name: code}]}
+            retryStrategy:
+              limit: 5
+              expression: "asInt(lastRetry.exitCode) == 2"
+            container: {image: bash, command: [bash, -c, "exit {{inputs.parameters.code}}"]}
+          - name: capped
+            retryStrategy:
+              limit: 10
+              backoff: {duration: 1s, maxDuration: 2s}
+            container: {image: bash, command: [bash, -c, "exit 1"]}
+        """), tmp_path, backoff_scale=1.0)
+    assert len(result.node("only-code-2").children) == 1  # exit 3: expression false, no retry
+    capped = result.node("capped")
+    assert capped.phase == "Failed" and "Max duration" in capped.message
+    assert 2 <= len(capped.children) <= 3
+
+
+def test_expression_hooks_and_jobset_delete_in_exit_handler(tmp_path):
+    result, rec = run_yaml(wf("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: hooks}
+        spec:
+          entrypoint: start-js
+          hooks:
+            exit: {template: cleanup}
+            on-success:
+              expression: workflow.status == 'Succeeded'
+              template: sh
+              arguments: {parameters: [{name: cmd, value: "echo {{workflow.status}} > /tmp/out"}]}
+            on-failure:
+              expression: workflow.status != 'Succeeded'
+              template: sh
+          templates:
+          - name: start-js
+            resource:
+              action: create
+              manifest: |
+                apiVersion: jobset.x-k8s.io/v1alpha2
+                kind: JobSet
+                metadata: {name: "bg-{{workflow.name}}"}
+                spec:
+                  replicatedJobs:
+                  - name: w
+                    template:
+                      spec:
+                        template:
+                          spec:
+                            restartPolicy: Never
+                            containers: [{name: main, image: bash, command: [sleep, "1000"]}]
+            outputs:
+              parameters: [{name: name, valueFrom: {jsonPath: "{.metadata.name}"}}]
+          - name: cleanup
+            resource:
+              action: delete
+              manifest: |
+                apiVersion: jobset.x-k8s.io/v1alpha2
+                kind: JobSet
+                metadata: {name: "bg-{{workflow.name}}"}
+        """), tmp_path)
+    assert result.status == "Succeeded", result.message
+    assert result.node("hooks.on-success").outputs["parameters"]["out"] == "Succeeded"
+    assert not [n for n in result.nodes.values() if n.display_name == "hooks.on-failure"]
+    assert result.node("onExit").phase == "Succeeded"
+    assert not result.jobsets  # deleted by the exit handler (its pod was killed)
+    assert any(e.message == "deleted" for e in rec.events if e.kind == "jobset")
