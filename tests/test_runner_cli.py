@@ -89,9 +89,17 @@ spec:
             proc.kill()
     assert proc.returncode == 1, out
     assert "terminated by SIGTERM" in out
-    time.sleep(0.2)
     for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        deadline = time.time() + 3
+        while True:
+            try:
+                state = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                break  # gone
+            if "\nState:\tZ" in state or time.time() > deadline:
+                assert "\nState:\tZ" in state, f"pod process {pid} survived SIGTERM of the runner"
+                break
+            time.sleep(0.05)
 
 
 def test_two_runs_at_once_do_not_collide(tmp_path):

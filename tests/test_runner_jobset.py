@@ -112,7 +112,8 @@ def pod_envs(result, jobset):
         env_file = d / "tmp" / "env"
         if env_file.is_file():
             env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
-            out[d.name] = env
+            if "ROLE" in env and "RESTART" in env:  # pods killed by a gang restart may not finish writing
+                out[d.name] = env
     return out
 
 
@@ -266,3 +267,17 @@ def test_dns_for_any_cluster_local_name(tmp_path):
         """, tmp_path)
     assert result.status == "Succeeded", result.message
     assert [e.message for e in rec.kinds(ev.LOG)] == ["127.0.0.1"]
+
+
+def test_resource_step_deadline_fails_the_node(tmp_path):
+    t0 = time.time()
+    text = gang(worker="sleep 1000", retry=False).replace(
+        "    resource:\n      action: create", "    activeDeadlineSeconds: 1\n    resource:\n      action: create", 1)
+    assert "activeDeadlineSeconds: 1" in text
+    result, _ = run_yaml(text, tmp_path)
+    assert time.time() - t0 < 15
+    train = result.node("train")
+    assert train.phase == "Failed"
+    assert train.message == "Pod was active on the node longer than the specified deadline"
+    # the JobSet itself outlives the step (as in Argo) and dies with the run
+    assert "terminalState" not in result.jobsets["js-x-0"]["status"]

@@ -159,13 +159,20 @@ def test_active_deadline_kills_the_pod(tmp_path):
     assert not _alive(pid)
 
 
-def _alive(pid):
-    import os
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def _alive(pid, wait=3.0):
+    """True if pid is still a live (non-zombie) process after ``wait`` seconds."""
+    from pathlib import Path
+    deadline = time.time() + wait
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        if "\nState:\tZ" in state:  # killed, waiting to be reaped by init
+            return False
+        if time.time() > deadline:
+            return True
+        time.sleep(0.05)
 
 
 def test_workflow_deadline_and_exit_handler(tmp_path):
