@@ -379,6 +379,9 @@ class Executor:
         return self.pod_slots
 
     async def run_pod_template(self, node: Node, tmpl: dict, scope: Scope) -> Node:
+        for unsupported in ("daemon", "podSpecPatch"):
+            if tmpl.get(unsupported):
+                raise WorkflowError(f"{unsupported} is not supported by the local runner")
         t = self._leaf_fields(tmpl, scope)
         if (t.get("outputs") or {}).get("artifacts"):
             raise WorkflowError("output artifacts are not supported by the local runner")
@@ -569,6 +572,8 @@ class Executor:
                     return self.finish(node, SKIPPED, f"when '{text}' evaluated false")
             if task.get("templateRef"):
                 raise WorkflowError("templateRef is not supported by the local runner")
+            if task.get("onExit") or task.get("hooks"):
+                raise WorkflowError("task-level onExit/hooks are not supported by the local runner")
             if task.get("inline"):
                 raise WorkflowError("inline templates are not supported by the local runner")
             arguments = task.get("arguments") or {}
