@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 from . import events as ev
 from .model import WorkflowError
 
@@ -75,18 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="mfargo-run-"))
     env = dict(os.environ)
     s3 = None
-    if args.s3:
-        try:
-            from .s3server import S3Server  # type: ignore
-        except ImportError as e:
-            print(f"mfargo run: --s3 needs runner.s3server ({e})", file=sys.stderr)
-            return 2
-        s3 = S3Server.start(data_dir=work_dir / "s3", keep=keep)
-        for b in _buckets(args.workflow, args.s3_bucket):
-            s3.create_bucket(b)
-        env.update(s3.env())
-        print(f"local S3 at {s3.endpoint_url}", flush=True)
-
     state = {"name": None}
 
     def write_run_id(name: str) -> None:
@@ -103,10 +93,21 @@ def main(argv: list[str] | None = None) -> int:
         print(str(event), flush=True)
 
     try:
+        if args.s3:
+            try:
+                from .s3server import S3Server  # type: ignore
+            except ImportError as e:
+                raise WorkflowError(f"--s3 needs runner.s3server ({e})") from None
+            buckets = _buckets(Path(args.workflow), args.s3_bucket)
+            s3 = S3Server.start(data_dir=work_dir / "s3", keep=keep)
+            for b in buckets:
+                s3.create_bucket(b)
+            env.update(s3.env())
+            print(f"local S3 at {s3.endpoint_url} (buckets: {', '.join(buckets) or 'none'})", flush=True)
         result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
                               timeout=args.timeout, validate=not args.no_validate,
                               private_tmp=not args.shared_tmp)
-    except (WorkflowError, OSError) as e:
+    except (WorkflowError, OSError, yaml.YAMLError) as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)

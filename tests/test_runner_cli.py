@@ -112,3 +112,48 @@ def test_two_runs_at_once_do_not_collide(tmp_path):
     assert a.returncode == 0 and b.returncode == 0, out_a + out_b
     ida, idb = (tmp_path / "a.id").read_text(), (tmp_path / "b.id").read_text()
     assert ida != idb
+
+
+def test_s3_option_uses_the_s3server_api(tmp_path, capsys, monkeypatch):
+    """--s3 starts runner.s3server.S3Server, creates the buckets the workflow names and
+    passes its env to pods (a fake server here; the real one has the same API)."""
+    import types
+
+    calls = []
+
+    class FakeS3:
+        endpoint_url = "http://127.0.0.1:1"
+
+        @classmethod
+        def start(cls, data_dir=None, keep=False):
+            calls.append(("start", keep))
+            return cls()
+
+        def env(self):
+            return {"METAFLOW_S3_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": "k"}
+
+        def create_bucket(self, name):
+            calls.append(("bucket", name))
+
+        def stop(self):
+            calls.append(("stop",))
+
+    monkeypatch.setitem(sys.modules, "mfargo.runner.s3server", types.SimpleNamespace(S3Server=FakeS3))
+    wf = tmp_path / "wf.yaml"
+    wf.write_text("""
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata: {name: s3}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    container:
+      image: bash
+      command: [bash, -c, "echo $METAFLOW_S3_ENDPOINT_URL $ROOT"]
+      env: [{name: ROOT, value: "s3://my-bucket/metaflow"}]
+""")
+    assert main([str(wf), "--s3", "--s3-bucket", "extra"]) == 0
+    out = capsys.readouterr().out
+    assert "| http://127.0.0.1:1 s3://my-bucket/metaflow" in out
+    assert calls == [("start", False), ("bucket", "extra"), ("bucket", "my-bucket"), ("stop",)]
