@@ -36,7 +36,7 @@ from typing import Any
 
 from . import events as ev
 from .model import random_suffix
-from .pod import PodRunner, PodSpec
+from .pod import PodError, PodRunner, PodSpec
 
 GROUP = "jobset.x-k8s.io"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -431,7 +431,11 @@ class JobSet:
         self.pod_names.append(pod.name)
         self._emit(f"pod {pod.name} started (job {job_name}, restart-attempt {restart})")
         on_start()
-        res = await self.controller.pods.run(pod)
+        try:
+            res = await self.controller.pods.run(pod)
+        except PodError as e:  # the pod cannot even be created: it counts as a failed pod
+            self._emit(f"pod {pod.name} failed: {e}")
+            return False, f"pod {pod.name}: {e}"
         if res.phase == "Succeeded":
             self._emit(f"pod {pod.name} succeeded")
             return True, ""

@@ -231,7 +231,11 @@ class PodRunner:
     # -- main entry ------------------------------------------------------------
     async def run(self, pod: PodSpec) -> PodResult:
         pod_dir = self.work_dir / "pods" / pod.name
-        pod_dir.mkdir(parents=True, exist_ok=False)
+        try:
+            pod_dir.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise PodError(f"pod directory {pod_dir} already exists: another run with the same workflow "
+                           "name used this work directory (Kubernetes would say AlreadyExists)") from None
         (pod_dir / "tmp").mkdir()
         started = time.time()
         if pod.hostname:
