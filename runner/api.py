@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -111,6 +112,22 @@ def resolve_parameters(doc: WorkflowDoc, overrides: dict[str, str]) -> dict[str,
     return out
 
 
+def _safe_callback(callback: ev.EventCallback) -> ev.EventCallback:
+    """A failing on_event callback must not break the run (or leave pods behind)."""
+    failed = []
+
+    def call(event: ev.Event) -> None:
+        try:
+            callback(event)
+        except Exception as e:  # noqa: BLE001 - report once, keep running
+            if not failed:
+                failed.append(e)
+                print(f"mfargo runner: on_event callback failed: {e!r} (further errors ignored)",
+                      file=sys.stderr)
+
+    return call
+
+
 def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir: Path | None = None,
                  work_dir: Path | None = None, env: dict[str, str] | None = None, backoff_scale: float = 1.0,
                  on_event: ev.EventCallback | None = None, *, timeout: float | None = None,
@@ -136,7 +153,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         work_dir = Path(tempfile.mkdtemp(prefix=f"mfargo-run-{name}-"))
     work_dir = Path(work_dir).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
-    on_event = on_event or ev.null_callback
+    on_event = _safe_callback(on_event or ev.null_callback)
     base_env = dict(os.environ if env is None else env)
 
     labels: dict[str, str] = {}
