@@ -439,7 +439,7 @@ class JobSet:
         if res.phase == "Succeeded":
             self._emit(f"pod {pod.name} succeeded")
             return True, ""
-        self._emit(f"pod {pod.name} failed: {res.reason}: {res.message}")
+        self._emit(f"pod {pod.name} failed: {res.message}" + (f" ({res.reason})" if res.reason != "Error" else ""))
         return False, f"pod {pod.name}: {res.message}"
 
 
