@@ -76,3 +76,52 @@ def test_distributed_training_example_runs_as_a_jobset(mf_env, tmp_path):
     got = _read_back(mf_env, tmp_path, f"DistributedTrainingFlow/{result.run_id}")
     assert got["ok"] is True
     assert got["ranks"] == [0, 1, 2] and got["train_tasks"] == 3
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_gang_size_decided_at_run_time(mf_env, tmp_path, nodes):
+    """num_parallel comes from a Parameter: N=1 (no workers), 2 and 4 all complete."""
+    result = run_workflow(EXAMPLES / "distributed_training.yaml", {"nodes": str(nodes)}, _code_dir(tmp_path),
+                          tmp_path / "work", mf_env, 0.01, lambda e: None, timeout=300)
+    assert result.status == "Succeeded", result.message
+    got = _read_back(mf_env, tmp_path, f"DistributedTrainingFlow/{result.run_id}")
+    assert got["ranks"] == list(range(nodes)) and got["train_tasks"] == nodes
+
+
+READ_STEPS = """
+import json, sys
+from metaflow import Run, namespace
+namespace(None)
+run = Run(sys.argv[1])
+print(json.dumps({s.id: sorted(t.id for t in s) for s in run} | {"_ok": run.successful,
+      "_end": {k: repr(v.data) for k, v in run["end"].task.artifacts._asdict().items() if not k.startswith("_") and k != "name"}}))
+"""
+
+
+@pytest.mark.parametrize("example, steps", [
+    ("branches", {"start": ["t"], "left": ["t"], "right": ["t"], "join": ["t"], "end": ["t"]}),
+    ("switch", {"start": ["t"], "small": ["t"], "merge": ["t"], "end": ["t"]}),
+    ("nested_foreach", {"start": ["t"], "per_letter": ["t-0", "t-1"],
+                        "per_number": ["t-0-0", "t-0-1", "t-0-2", "t-1-0", "t-1-1", "t-1-2"],
+                        "join_numbers": ["t-0", "t-1"], "join_letters": ["t"], "end": ["t"]}),
+])
+def test_graph_shape_examples_run(mf_env, tmp_path, example, steps):
+    result = run_workflow(EXAMPLES / ("%s.yaml" % example), {}, _code_dir(tmp_path), tmp_path / "work",
+                          mf_env, 0.01, lambda e: None, timeout=300)
+    assert result.status == "Succeeded", result.message
+    read_env = dict(mf_env, METAFLOW_DEFAULT_DATASTORE="s3", METAFLOW_DEFAULT_METADATA="local",
+                    METAFLOW_DATASTORE_SYSROOT_S3="s3://mfargo-examples/metaflow")
+    flow = {"branches": "BranchesFlow", "switch": "SwitchFlow", "nested_foreach": "NestedForeachFlow"}[example]
+    back = subprocess.run([sys.executable, "-c", READ_STEPS, "%s/%s" % (flow, result.run_id)], cwd=tmp_path,
+                          env=read_env, capture_output=True, text=True, timeout=120)
+    assert back.returncode == 0, back.stderr[-3000:]
+    got = json.loads(back.stdout.strip().splitlines()[-1])
+    assert got.pop("_ok") is True
+    end = got.pop("_end")
+    assert got == steps
+    if example == "branches":
+        assert end["total"] == "112"
+    if example == "switch":
+        assert end["result"] == "'small batch'"
+    if example == "nested_foreach":
+        assert end["pairs"] == repr(["a1", "a2", "a3", "b1", "b2", "b3"])
