@@ -41,7 +41,13 @@ def compile_command(args) -> int:
     if args.code_in_image:
         cmd += ["--code-in-image", args.code_in_image]
     cmd += ["--output-file", os.path.abspath(args.output)] if args.output else ["--only-yaml"]
-    return subprocess.call(cmd, cwd=os.path.dirname(os.path.abspath(args.flow)))
+    env = dict(os.environ)
+    # Metaflow refuses to start without a user name; compiling does not depend on it.
+    if not any(env.get(k) for k in ("METAFLOW_USER", "USER", "USERNAME", "LOGNAME")):
+        env["USER"] = "mfargo"
+    # Compiling needs no cloud: keep boto3 from asking the EC2 metadata address for a region.
+    env.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    return subprocess.call(cmd, cwd=os.path.dirname(os.path.abspath(args.flow)), env=env)
 
 
 if __name__ == "__main__":
