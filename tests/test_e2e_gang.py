@@ -1,0 +1,176 @@
+"""E2E: @parallel gangs as JobSets — inside a foreach, and under faults (a worker that
+exits non-zero, a control killed by SIGKILL, a gang that never gets scheduled)."""
+import re
+import time
+
+import pytest
+
+from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
+
+GANG_IN_FOREACH = """
+from metaflow import FlowSpec, step, parallel, current
+
+class GangForeachFlow(FlowSpec):
+    @step
+    def start(self):
+        self.items = ["a", "b", "c"]
+        self.next(self.prep, foreach="items")
+
+    @step
+    def prep(self):
+        self.item = self.input
+        self.next(self.train, num_parallel=2)
+
+    @parallel
+    @step
+    def train(self):
+        self.rank = current.parallel.node_index
+        self.tid = current.task_id
+        self.next(self.gang_join)
+
+    @step
+    def gang_join(self, inputs):
+        self.members = sorted(i.tid for i in inputs)
+        self.ranks = sorted(i.rank for i in inputs)
+        self.items_seen = sorted({i.item for i in inputs})
+        self.merge_artifacts(inputs, include=["item"])
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.gangs = sorted((i.item, i.members, i.ranks, i.items_seen) for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    GangForeachFlow()
+"""
+
+
+def test_parallel_inside_a_foreach_of_three(mf_env, tmp_path):
+    c = compile_flow(tmp_path, mf_env, GANG_IN_FOREACH)
+    result, rec = c.run()
+    assert result.status == "Succeeded", tail(result, rec)
+    assert len(result.jobsets) == 3, sorted(result.jobsets)
+    assert all(js["status"]["terminalState"] == "Completed" for js in result.jobsets.values())
+    got = c.client("""
+        run = Run(sys.argv[1])
+        print(json.dumps({"ok": run.successful, "ids": {s.id: sorted(t.id for t in s) for s in run},
+                          "gangs": run["join"].task.data.gangs,
+                          "gang_join": {t.id: t.data.members for t in run["gang_join"]}}))
+    """, "GangForeachFlow/" + result.run_id)
+    assert got["ok"] is True
+    train = got["ids"]["train"]
+    assert len(train) == 6 and len(set(train)) == 6
+    entropies = {re.fullmatch(r"(?:control-(\w{10})-0|worker-(\w{10})-0)", t).group(1, 2) for t in train}
+    es = sorted({a or b for a, b in entropies})
+    assert len(es) == 3
+    assert sorted(train) == sorted(["control-%s-0" % e for e in es] + ["worker-%s-0" % e for e in es])
+    assert got["ids"]["gang_join"] == ["t-0", "t-1", "t-2"] and got["ids"]["prep"] == ["t-0", "t-1", "t-2"]
+    gangs = got["gangs"]
+    assert [g[0] for g in gangs] == ["a", "b", "c"]
+    for item, members, ranks, items_seen in gangs:
+        assert ranks == [0, 1] and items_seen == [item]
+        [e] = {m.split("-")[1] for m in members}
+        assert members == ["control-%s-0" % e, "worker-%s-0" % e]
+    assert sorted(m for g in gangs for m in g[1]) == sorted(train)
+    assert {js.split("-")[1] for js in result.jobsets} == set(es)
+
+
+FAULTS = """
+import os, time
+from metaflow import FlowSpec, step, parallel, retry, current
+
+class GangFaultFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @retry(times=1, minutes_between_retries=0)
+    @parallel
+    @step
+    def train(self):
+        self.rank = current.parallel.node_index
+        self.attempt = current.retry_count
+        self.control_note = "control attempt %d" % current.retry_count
+        if current.retry_count == 0 and self.rank == 1:
+            time.sleep(4)  # the control finishes attempt 0 first
+            os._exit(3)
+        self.next(self.train_join)
+
+    @step
+    def train_join(self, inputs):
+        self.attempts = sorted((i.rank, i.attempt) for i in inputs)
+        self.next(self.mid)
+
+    @step
+    def mid(self):
+        self.next(self.killed, num_parallel=2)
+
+    @retry(times=1, minutes_between_retries=0)
+    @parallel
+    @step
+    def killed(self):
+        self.rank = current.parallel.node_index
+        self.attempt = current.retry_count
+        if current.retry_count == 0 and self.rank == 0:
+            os.kill(os.getpid(), 9)
+        self.next(self.killed_join)
+
+    @step
+    def killed_join(self, inputs):
+        self.attempts = sorted((i.rank, i.attempt) for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    GangFaultFlow()
+"""
+
+READ_FAULTS = """
+run = Run(sys.argv[1])
+out = {"ok": run.successful, "ids": {s.id: sorted(t.id for t in s) for s in run}}
+for name in ("train", "killed"):
+    step = run[name]
+    out[name] = {t.id: {"attempt": t.current_attempt, "data_attempt": t.data.attempt} for t in step}
+    ctl = [t for t in step if t.id.startswith("control-")][0]
+    a0 = Task(ctl.pathspec, attempt=0)
+    out[name + "_a0"] = {"successful": a0.successful, "finished": a0.finished,
+                         "attempt": a0.current_attempt,
+                         "note": a0.data.control_note if name == "train" else None}
+    out[name + "_join"] = run[name + "_join"].task.data.attempts
+print(json.dumps(out))
+"""
+
+
+def test_gang_faults_retry_with_a_new_jobset(mf_env, tmp_path):
+    c = compile_flow(tmp_path, mf_env, FAULTS)
+    result, rec = c.run(timeout=240)
+    assert result.status == "Succeeded", tail(result, rec)
+    # two gang steps, each: attempt 0 Failed, attempt 1 Completed, under its own JobSet name
+    names = sorted(result.jobsets)
+    assert len(names) == 4, names
+    states = {n: js["status"]["terminalState"] for n, js in result.jobsets.items()}
+    by_entropy = {}
+    for n in names:
+        m = re.fullmatch(r"js-(\w{10})-(\d)", n)
+        assert m, n
+        by_entropy.setdefault(m.group(1), {})[int(m.group(2))] = states[n]
+    assert sorted(by_entropy.values(), key=str) == [{0: "Failed", 1: "Completed"}] * 2, states
+    got = c.client(READ_FAULTS, "GangFaultFlow/" + result.run_id)
+    assert got["ok"] is True
+    for name in ("train", "killed"):
+        tasks = got[name]
+        assert len(tasks) == 2
+        assert all(v == {"attempt": 1, "data_attempt": 1} for v in tasks.values()), tasks
+        assert got[name + "_join"] == [[0, 1], [1, 1]]
+    # attempt 0 of the control of `train` finished before the worker failed: still readable
+    assert got["train_a0"] == {"successful": True, "finished": True, "attempt": 0, "note": "control attempt 0"}
+    # the control of `killed` died by SIGKILL on attempt 0: that attempt never finished
+    assert got["killed_a0"]["successful"] is False and got["killed_a0"]["attempt"] == 0
