@@ -185,3 +185,95 @@ class Workflow:
     priority: int | None = None
     description: str | None = None
     jobset_ttl_seconds: int = 3600
+    deployment: Deployment = field(default_factory=lambda: Deployment())  # CronWorkflow, Sensor, hooks
+
+
+# --- deployment: what is created beside the WorkflowTemplate ------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Schedule:
+    """@schedule: a CronWorkflow running the template."""
+
+    cron: str  # five fields (Metaflow's sixth, the year, is dropped as core does)
+    timezone: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EventTrigger:
+    """One event a Sensor waits for (@trigger event, or @trigger_on_finish flow end)."""
+
+    name: str  # the Metaflow event name (payload field `name`)
+    kind: str  # "event" (@trigger) or "run" (@trigger_on_finish)
+    sanitized_name: str  # Metaflow's: dependency name and extra workflow parameter
+    parameters: tuple[tuple[str, str], ...] = ()  # (flow parameter name, payload key)
+    filters: tuple[tuple[str, str], ...] = ()  # payload key == value (trigger_on_finish)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Triggers:
+    """@trigger / @trigger_on_finish: an Argo Events Sensor creating a Workflow."""
+
+    events: tuple[EventTrigger, ...]
+    sensor_name: str
+    sensor_namespace: str | None = None
+    event_bus: str = "default"
+    event_source: str = "argo-events-webhook"
+    event_name: str = "metaflow-event"
+    service_account: str = "operate-workflow-sa"
+    reset_cron: str | None = None
+    reset_timezone: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExitHook:
+    """@exit_hook: a function of the flow file run after the workflow ends."""
+
+    template: str  # success-<fn> / error-<fn>
+    function: str
+    on_success: bool  # else on error
+    image: str
+    service_account: str | None = None
+    secrets: tuple[str, ...] = ()
+    cpu: str = "1"
+    memory_mb: int = 4096
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SecretRef:
+    """A key of a Kubernetes Secret: the value never enters the YAML."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Notify:
+    """--notify-on-error / --notify-on-success, with credentials from Secrets."""
+
+    on_error: bool = False
+    on_success: bool = False
+    slack: SecretRef | None = None
+    pager_duty: SecretRef | None = None
+    image: str = "python:3.11"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Bundle:
+    """Which extra documents to emit and how to spell them (create options)."""
+
+    cron_field: str = "schedules"  # Argo >= 3.6 list; "schedule" for older clusters
+    workflow: bool = False  # also a `kind: Workflow` referencing the template
+    # Runs created by the bundle use it; also the RoleBinding subject ("default" when None).
+    service_account: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Deployment:
+    """Everything beyond the WorkflowTemplate, read from flow decorators and create options."""
+
+    schedule: Schedule | None = None
+    triggers: Triggers | None = None
+    exit_hooks: tuple[ExitHook, ...] = ()
+    notify: Notify = field(default_factory=Notify)
+    bundle: Bundle = field(default_factory=Bundle)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 
 from mfargo import templates, validation
 from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir
+from mfargo.compiler import flow_decorators as deployment
 from mfargo.templates import emit
 
 
 def compile_ir(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
-    return compile_flow(flow, graph, options, flow_decorators)
+    """The IR, with what @schedule/@trigger/@trigger_on_finish/@exit_hook add (``deployment``)."""
+    workflow = compile_flow(flow, graph, options, flow_decorators)
+    return deployment.apply(workflow, flow_decorators, dict(options.project))
 
 
 def documents(workflow: ir.Workflow) -> list[dict]:
@@ -29,3 +33,23 @@ def as_yaml(docs: list[dict]) -> str:
 def as_json(docs: list[dict]) -> str:
     """Core's hidden --only-json: the WorkflowTemplate alone, as JSON."""
     return json.dumps(emit.ordered(docs[0]), indent=4) + "\n"
+
+
+def as_mermaid(workflow: ir.Workflow) -> str:
+    from mfargo.templates import graph_mermaid
+
+    return graph_mermaid.render(workflow)
+
+
+def diff(path: str, current: str | None, wanted: str) -> str:
+    """A unified diff from the file's text (None: missing) to what would be written; '' if equal."""
+    if current == wanted:
+        return ""
+    return "".join(
+        difflib.unified_diff(
+            (current or "").splitlines(keepends=True),
+            wanted.splitlines(keepends=True),
+            fromfile=path if current is not None else "/dev/null",
+            tofile="%s (compiled)" % path,
+        )
+    )

@@ -360,6 +360,12 @@ def _check_name(doc, kind, meta, limit):
 
 def _check_argo(doc, obj, kind):
     checkers, jobset, version = _schemas()
+    cron_spec = obj.get("spec") if kind == "CronWorkflow" else None
+    if isinstance(cron_spec, dict) and isinstance(cron_spec.get("schedule"), str) and "schedules" not in cron_spec:
+        # Argo < 3.6 spells `schedules: [x]` as `schedule: x` (removed in Argo 4, whose schema this is).
+        spec_copy = dict(cron_spec, schedules=[cron_spec["schedule"]])
+        del spec_copy["schedule"]
+        obj = dict(obj, spec=spec_copy)
     doc.schema(checkers[kind], obj, [])
     meta = _get(obj, "metadata")
     _check_name(doc, kind, meta, 52 if kind == "CronWorkflow" else 63)  # Cron adds an 11-char suffix
@@ -389,6 +395,10 @@ def _check_argo(doc, obj, kind):
         ref = spec.get(ref_path[0])
         if ref and not _has_tag(ref) and ref not in template_names and not spec.get("workflowTemplateRef"):
             doc.add(base + ref_path, "no template named %r" % ref)
+    for hook_name, hook in (spec.get("hooks") or {}).items():
+        ref = hook.get("template") if isinstance(hook, dict) else None
+        if ref and not _has_tag(ref) and ref not in template_names:
+            doc.add(base + ["hooks", hook_name, "template"], "no template named %r" % ref)
     if not spec.get("entrypoint") and not spec.get("workflowTemplateRef") and kind != "WorkflowTemplate":
         doc.add(base, "entrypoint is required")
 

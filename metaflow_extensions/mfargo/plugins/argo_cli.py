@@ -44,33 +44,134 @@ def argo_workflows(obj, name=None):
 @click.option("--max-workers", default=100, show_default=True, type=int, help="Pods running at once (spec.parallelism).")
 @click.option("--workflow-timeout", default=None, type=int, help="Seconds before the whole run fails.")
 @click.option("--workflow-priority", default=None, type=int, help="Argo workflow priority.")
+@click.option("--cron-schedule-field", type=click.Choice(["schedules", "schedule"]), default="schedules",
+              show_default=True, help="CronWorkflow field: the list (Argo >= 3.6) or the singular one (older).")
+@click.option("--workflow", "emit_workflow", is_flag=True, default=False,
+              help="Also emit a `kind: Workflow` running the template (for `argo submit`).")
+@click.option("--service-account", default=None,
+              help="Service account of the runs the bundle creates; subject of the JobSet RoleBinding "
+                   "(default: the namespace's `default`).")
+@click.option("--check", is_flag=True, default=False,
+              help="With --output-file: exit 1 with a diff if the file is not what would be written; never writes.")
+@click.option("--graph", is_flag=True, default=False, help="Print the compiled DAG as a Mermaid flowchart.")
+@click.option("--notify-on-error", is_flag=True, default=False, help="Notify when a run fails.")
+@click.option("--notify-on-success", is_flag=True, default=False, help="Notify when a run succeeds.")
+@click.option("--notify-slack-webhook-url-secret", default=None, metavar="SECRET[:KEY]",
+              help="Kubernetes Secret (key, default `url`) holding the Slack webhook URL.")
+@click.option("--notify-pager-duty-integration-key-secret", default=None, metavar="SECRET[:KEY]",
+              help="Kubernetes Secret (key, default `integration-key`) holding the PagerDuty routing key.")
+@click.option("--notify-image", default=None, help="Image of the notification pods (needs python3; default: start step's).")
+@click.option("--notify-slack-webhook-url", default=None, hidden=True)
+@click.option("--notify-pager-duty-integration-key", default=None, hidden=True)
 @click.pass_obj
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
-           workflow_timeout, workflow_priority):
+           workflow_timeout, workflow_priority, cron_schedule_field, emit_workflow, service_account, check, graph,
+           notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
+           notify_pager_duty_integration_key_secret, notify_image, notify_slack_webhook_url,
+           notify_pager_duty_integration_key):
     from mfargo import output, pipeline
     from mfargo.compiler import CompileError
 
     try:
-        if not (only_yaml or only_json or output_file):
+        if notify_slack_webhook_url or notify_pager_duty_integration_key:
             raise CompileError(
-                "deploying to a cluster is not available yet: use --only-yaml or --output-file, "
-                "then `kubectl apply -f`"
+                "a webhook URL or key would be written into the YAML: put it in a Kubernetes Secret and pass "
+                "--notify-slack-webhook-url-secret / --notify-pager-duty-integration-key-secret SECRET[:KEY]"
             )
-        options = _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority)
+        if check and not output_file:
+            raise CompileError("--check compares with a file: give --output-file FILE")
+        deploy = not (only_yaml or only_json or output_file or graph)  # to the cluster (cluster_cli)
+        options = cluster_cli.with_token(
+            obj, _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority),
+            deploy,
+        )
         workflow = pipeline.compile_ir(obj.flow, obj.graph, options, _flow_decorators(obj.flow))
+        if graph:
+            sys.stdout.write(pipeline.as_mermaid(workflow))
+            return
+        workflow = _with_deployment_options(
+            workflow, cron_schedule_field, emit_workflow, service_account, notify_on_error, notify_on_success,
+            notify_slack_webhook_url_secret, notify_pager_duty_integration_key_secret, notify_image,
+        )
         if not code_in_image:
-            # Only a flow that compiles is packaged (and, unless --only-yaml, uploaded).
-            workflow = replace(workflow, code=_code_package(obj, upload=bool(output_file) and not only_yaml))
-        docs = pipeline.documents(workflow)
+            # Only a flow that compiles is packaged (and, unless --only-yaml or --check, uploaded).
+            upload = (deploy or bool(output_file)) and not only_yaml and not check
+            workflow = replace(workflow, code=_code_package(obj, upload=upload))
+        docs = cluster_cli.finish(obj, pipeline.documents(workflow), deploy, only_json)
+        if deploy:
+            return
         text = pipeline.as_json(docs) if only_json else pipeline.as_yaml(docs)
     except CompileError as e:
         click.secho("mfargo: %s" % e, fg="red", err=True)
         sys.exit(1)
+    if check:
+        sys.exit(_check(output_file, text))
     if output_file:
         output.write_atomic(output_file, text)
         click.echo("Wrote %s" % output_file, err=True)
     else:
         sys.stdout.write(text)
+
+
+def _check(path: str, text: str) -> int:
+    """0 when the file holds exactly `text`; else print a unified diff and return 1."""
+    import os
+
+    from mfargo import pipeline
+
+    current = None
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            current = f.read()
+    delta = pipeline.diff(path, current, text)
+    if not delta:
+        click.echo("%s is up to date" % path, err=True)
+        return 0
+    sys.stdout.write(delta)
+    click.secho("mfargo: %s is stale: rerun without --check to update it" % path, fg="red", err=True)
+    return 1
+
+
+def _secret_ref(value, default_key: str, option: str):
+    from mfargo.compiler import CompileError
+    from mfargo.compiler.ir import SecretRef
+
+    if value is None:
+        return None
+    name, _, key = value.partition(":")
+    if not name or (_ and not key):
+        raise CompileError("%s takes SECRET or SECRET:KEY, got %r" % (option, value))
+    return SecretRef(name=name, key=key or default_key)
+
+
+def _with_deployment_options(workflow, cron_field, emit_workflow, service_account, on_error, on_success,
+                             slack_secret, pager_duty_secret, notify_image):
+    """Create options and Metaflow's Argo Events config -> workflow.deployment."""
+    from metaflow import metaflow_config
+
+    from mfargo.compiler import CompileError
+    from mfargo.compiler.ir import Bundle, Notify
+
+    slack = _secret_ref(slack_secret, "url", "--notify-slack-webhook-url-secret")
+    pager_duty = _secret_ref(pager_duty_secret, "integration-key", "--notify-pager-duty-integration-key-secret")
+    if (on_error or on_success) and not (slack or pager_duty):
+        raise CompileError("--notify-on-error/--notify-on-success need --notify-slack-webhook-url-secret or "
+                           "--notify-pager-duty-integration-key-secret")
+    dep = workflow.deployment
+    notify = Notify(on_error=on_error, on_success=on_success, slack=slack, pager_duty=pager_duty,
+                    image=notify_image or workflow.steps[workflow.start].compute.image)
+    triggers = dep.triggers
+    if triggers is not None:
+        config = {
+            "sensor_namespace": getattr(metaflow_config, "ARGO_EVENTS_SENSOR_NAMESPACE", None),
+            "event_bus": getattr(metaflow_config, "ARGO_EVENTS_EVENT_BUS", None),
+            "event_source": getattr(metaflow_config, "ARGO_EVENTS_EVENT_SOURCE", None),
+            "event_name": getattr(metaflow_config, "ARGO_EVENTS_EVENT", None),
+            "service_account": getattr(metaflow_config, "ARGO_EVENTS_SERVICE_ACCOUNT", None),
+        }
+        triggers = replace(triggers, **{k: v for k, v in config.items() if v})
+    bundle = Bundle(cron_field=cron_field, workflow=emit_workflow, service_account=service_account)
+    return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
 
 
 def _flow_decorators(flow):
@@ -142,3 +243,6 @@ def _code_package(obj, upload: bool):
         [(url, sha)] = obj.flow_datastore.save_data([blob], len_hint=1)
     commands = obj.environment.get_package_commands(url, obj.flow_datastore.TYPE, package.package_metadata)
     return CodeSource(package_url=url, package_sha=sha, package_commands=tuple(commands))
+
+
+from . import cluster_cli  # noqa: E402 - deploy, trigger, status, ... (needs the group above)

@@ -1,0 +1,126 @@
+"""Workflow-level lifecycle hooks: @exit_hook functions and --notify-on-* messages.
+
+Each hook is a container template plus a ``spec.hooks`` entry whose expression is core
+Metaflow's (``exit_hooks.py``). Credentials (Slack webhook URL, PagerDuty routing key)
+come from Kubernetes Secrets through ``secretKeyRef`` env: only the Secret's name and key
+are in the YAML, never a value. Messages carry Argo tags only, no user text.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hera.workflows import models as m
+
+from mfargo.compiler import command as sh
+from mfargo.compiler import ir, naming
+
+ON_SUCCESS = "workflow.status == 'Succeeded'"
+ON_ERROR = "workflow.status == 'Error' || workflow.status == 'Failed'"
+EXIT_HOOK_MODULE = "metaflow.plugins.exit_hook.exit_hook_script"
+
+SLACK_URL_ENV = "SLACK_WEBHOOK_URL"
+PAGER_DUTY_KEY_ENV = "PAGER_DUTY_ROUTING_KEY"
+TEXT_ENV = "MFARGO_NOTIFY_TEXT"
+PD_ACTION_ENV = "MFARGO_PAGER_DUTY_ACTION"
+
+# Stdlib only, so any image with Python works; reads everything from env.
+SLACK_SCRIPT = """import json, os, urllib.request
+body = json.dumps({"text": os.environ["%s"]}).encode()
+req = urllib.request.Request(os.environ["%s"], body, {"Content-Type": "application/json"})
+urllib.request.urlopen(req, timeout=30).read()
+""" % (TEXT_ENV, SLACK_URL_ENV)
+
+PAGER_DUTY_SCRIPT = """import json, os, urllib.request
+text, key = os.environ["%s"], os.environ["%s"]
+if os.environ["%s"] == "change":
+    url, body = "https://events.pagerduty.com/v2/change/enqueue", {"routing_key": key, "payload": {"summary": text, "source": "argo-workflows"}}
+else:
+    url, body = "https://events.pagerduty.com/v2/enqueue", {"routing_key": key, "event_action": "trigger", "payload": {"summary": text, "source": "argo-workflows", "severity": "error"}}
+req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+urllib.request.urlopen(req, timeout=30).read()
+""" % (TEXT_ENV, PAGER_DUTY_KEY_ENV, PD_ACTION_ENV)
+
+NOTIFY_RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("128M")})
+
+
+def run_pathspec(wf: ir.Workflow) -> str:
+    return "%s/%s" % (wf.flow_name, naming.run_id("{{workflow.name}}"))
+
+
+def build(wf: ir.Workflow) -> tuple[dict[str, dict], list[dict]]:
+    """(spec.hooks entries, templates), as plain dicts; both empty without hooks."""
+    pairs = [(h.template, h.on_success, _exit_hook_template(h, wf)) for h in wf.deployment.exit_hooks]
+    pairs += _notify_templates(wf)
+    hooks = {
+        name: m.LifecycleHook(template=name, expression=ON_SUCCESS if success else ON_ERROR)
+        for name, success, _ in pairs
+    }
+    dump = lambda obj: obj.model_dump(exclude_none=True, by_alias=True, mode="json")  # noqa: E731
+    return {k: dump(v) for k, v in hooks.items()}, [dump(t) for _, _, t in pairs]
+
+
+def annotations(wf: ir.Workflow) -> dict[str, str]:
+    notify = wf.deployment.notify
+    channels = json.dumps({"slack": notify.slack is not None, "pager_duty": notify.pager_duty is not None,
+                           "incident_io": False})
+    out = {}
+    if notify.on_error:
+        out["metaflow/notify_on_error"] = channels
+    if notify.on_success:
+        out["metaflow/notify_on_success"] = channels
+    return out
+
+
+def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
+    # The code, as every step gets it (the input-paths file a step needs is not needed here).
+    lines = [line for line in sh.preamble(wf.code.image_dir, wf.code.package_commands)
+             if not sh.render([line]).startswith(sh.PATHS_FILE)]
+    lines.append((sh.Raw("python -m"), sh.Lit(EXIT_HOOK_MODULE), sh.Lit(wf.script), sh.Lit(h.function),
+                  sh.Lit(run_pathspec(wf))))
+    return m.Template(
+        name=h.template,
+        service_account_name=h.service_account,
+        container=m.Container(
+            name="main",
+            image=h.image,
+            command=sh.bash(lines),
+            env_from=[m.EnvFromSource(secret_ref=m.SecretEnvSource(name=s)) for s in h.secrets] or None,
+            resources=m.ResourceRequirements(
+                requests={"cpu": m.Quantity(h.cpu), "memory": m.Quantity("%dM" % h.memory_mb)}
+            ),
+        ),
+    )
+
+
+def _secret_env(name: str, ref: ir.SecretRef) -> m.EnvVar:
+    return m.EnvVar(name=name, value_from=m.EnvVarSource(secret_key_ref=m.SecretKeySelector(name=ref.name, key=ref.key)))
+
+
+def _notify_templates(wf: ir.Workflow) -> list[tuple[str, bool, m.Template]]:
+    notify = wf.deployment.notify
+    out = []
+    for success, enabled in ((False, notify.on_error), (True, notify.on_success)):
+        if not enabled:
+            continue
+        outcome = "succeeded" if success else "failed ({{workflow.status}})"
+        text = "Metaflow run %s %s" % (run_pathspec(wf), outcome)
+        suffix = "on-success" if success else "on-error"
+        if notify.slack:
+            out.append(("notify-slack-%s" % suffix, success, _notify_template(
+                "notify-slack-%s" % suffix, notify.image, SLACK_SCRIPT,
+                [m.EnvVar(name=TEXT_ENV, value=text), _secret_env(SLACK_URL_ENV, notify.slack)])))
+        if notify.pager_duty:
+            out.append(("notify-pager-duty-%s" % suffix, success, _notify_template(
+                "notify-pager-duty-%s" % suffix, notify.image, PAGER_DUTY_SCRIPT,
+                [m.EnvVar(name=TEXT_ENV, value=text), m.EnvVar(name=PD_ACTION_ENV, value="change" if success else "trigger"),
+                 _secret_env(PAGER_DUTY_KEY_ENV, notify.pager_duty)])))
+    return out
+
+
+def _notify_template(name: str, image: str, script: str, env: list[m.EnvVar]) -> m.Template:
+    return m.Template(
+        name=name,
+        container=m.Container(name="main", image=image, command=["python", "-c", script], env=env,
+                              resources=NOTIFY_RESOURCES),
+    )
