@@ -77,16 +77,20 @@ def _script_path(flow) -> str:
 
 
 def _top_level_args(options: CompileOptions) -> tuple[str, ...]:
-    args = list(options.top_level_options) + [
-        "--quiet",
-        "--no-pylint",
-        "--metadata=%s" % options.metadata,
-        "--environment=%s" % options.environment,
-        "--datastore=%s" % options.datastore,
-    ]
+    """Options every `flow.py` call in a pod repeats; datastore and metadata go in env."""
+    return tuple(options.top_level_options) + ("--quiet", "--no-pylint")
+
+
+def _metaflow_env(options: CompileOptions) -> dict[str, str]:
+    """Metaflow reads these as the defaults of --datastore, --datastore-root, --metadata, --environment."""
+    env = {
+        "METAFLOW_DEFAULT_DATASTORE": options.datastore,
+        "METAFLOW_DEFAULT_METADATA": options.metadata,
+        "METAFLOW_DEFAULT_ENVIRONMENT": options.environment,
+    }
     if options.datastore_root:
-        args.append("--datastore-root=%s" % options.datastore_root)
-    return tuple(args)
+        env["METAFLOW_DATASTORE_SYSROOT_%s" % options.datastore.upper()] = options.datastore_root
+    return env
 
 
 def _step_args(options: CompileOptions) -> tuple[str, ...]:
@@ -100,6 +104,7 @@ def _step_args(options: CompileOptions) -> tuple[str, ...]:
 
 def _shared_env(flow, wf_name: str, options: CompileOptions) -> tuple[tuple[str, str], ...]:
     env = dict(options.config_env)
+    env.update(_metaflow_env(options))
     env[Env.USER] = "argo-workflows"
     env[Env.RUNTIME_ENVIRONMENT] = "kubernetes"
     env[Env.ARGO_WORKFLOW_TEMPLATE] = wf_name

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .constants import INTERNAL_DECORATOR, Env, UbfContext
+from .constants import INTERNAL_DECORATOR, Env
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class StepCall:
     max_user_code_retries: int
     step_args: tuple[str, ...]
     split_index: Token | None = None
-    ubf_context: str | None = None
+    ubf_context: Token | None = None
     num_parallel: str | None = None
 
 
@@ -148,7 +148,7 @@ def metaflow_call(call: StepCall) -> Line:
     if call.split_index is not None:
         tokens += [Raw("--split-index"), call.split_index]
     if call.ubf_context is not None:
-        tokens += [Raw("--ubf-context"), Lit(call.ubf_context)]
+        tokens += [Raw("--ubf-context"), call.ubf_context]
     if call.num_parallel is not None:
         tokens += [Raw("--num-parallel"), Lit(call.num_parallel)]
     tokens += [Lit(a) for a in call.step_args]
@@ -164,7 +164,5 @@ def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args)
     return tuple(tokens)
 
 
-WORKER_SPLIT_INDEX = Raw("$((%s + 1))" % Env.WORKER_REPLICA_INDEX)
-CONTROL_SPLIT_INDEX = Lit("0")
-UBF_CONTROL = UbfContext.CONTROL
-UBF_TASK = UbfContext.TASK
+# Control is split 0 (MF_CONTROL_INDEX=0), worker i is split i+1: Metaflow's contract.
+GANG_SPLIT_INDEX = Raw('"${%s:-$((%s + 1))}"' % (Env.CONTROL_INDEX, Env.WORKER_REPLICA_INDEX))

@@ -108,6 +108,7 @@ class Param:
     ITERATION: Final = "iteration"
     INPUT_PATHS: Final = "input-paths"
     STATUS_PREFIX: Final = "status-"
+    LOOP_TASK_PREFIX: Final = "task-id-"  # + a recursive parent: its last iteration's task id
 
 
 class Path:

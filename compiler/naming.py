@@ -79,12 +79,17 @@ def child_ctx(ctx: str, split_index: str) -> str:
     return "%s-%s" % (ctx, split_index)
 
 
+def gang_task_id(role: str, entropy: str, index: str) -> str:
+    """<replicated job>-<E>-<job index>: control-E-0, worker-E-0 ... worker-E-(N-2)."""
+    return "%s-%s-%s" % (role, entropy, index)
+
+
 def control_task_id(entropy: str) -> str:
-    return "control-%s-0" % entropy
+    return gang_task_id("control", entropy, "0")
 
 
 def worker_task_id(entropy: str, index: str) -> str:
-    return "worker-%s-%s" % (entropy, index)
+    return gang_task_id("worker", entropy, index)
 
 
 def jobset_name(entropy: str, attempt: str | None) -> str:

@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--code-in-image", help="the flow's code is in the image at this directory")
     comp.add_argument("--datastore", help="Metaflow datastore type (s3, local)")
     comp.add_argument("--datastore-root", help="Metaflow datastore root")
+    comp.add_argument("--check", action="store_true",
+                      help="with -o: exit 1 printing a diff if FILE is stale; write nothing (pre-commit)")
     sub.add_parser("run", help="Run a compiled workflow locally (see `mfargo run --help`).")
     args = parser.parse_args(argv)
     return compile_command(args)
@@ -40,7 +42,12 @@ def compile_command(args) -> int:
     cmd += ["argo-workflows", "create"]
     if args.code_in_image:
         cmd += ["--code-in-image", args.code_in_image]
+    if args.check and not args.output:
+        print("mfargo: --check needs -o FILE (the file to compare with)", file=sys.stderr)
+        return 2
     cmd += ["--output-file", os.path.abspath(args.output)] if args.output else ["--only-yaml"]
+    if args.check:
+        cmd.append("--check")
     env = dict(os.environ)
     # Metaflow refuses to start without a user name; compiling does not depend on it.
     if not any(env.get(k) for k in ("METAFLOW_USER", "USER", "USERNAME", "LOGNAME")):

@@ -111,7 +111,8 @@ def retry_count(retry: ir.Retry) -> str:
 def step_metadata(step: ir.Step, retry: ir.Retry) -> m.Metadata:
     annotations = dict(step.compute.annotations)
     annotations[Label.STEP_NAME] = step.name
-    annotations[Label.ATTEMPT] = retry_count(retry)
+    if retry.total:
+        annotations[Label.ATTEMPT] = retry_count(retry)
     return m.Metadata(labels=dict(step.compute.labels) or None, annotations=annotations)
 
 

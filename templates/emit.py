@@ -15,7 +15,16 @@ _FIRST = ("name", "namespace")
 
 
 class _Dumper(yaml.SafeDumper):
-    """SafeDumper with block scalars for multi-line strings."""
+    """SafeDumper with block scalars for multi-line strings; anchors only where asked."""
+
+    anchors_allowed = False
+
+    def ignore_aliases(self, data):
+        return not self.anchors_allowed or super().ignore_aliases(data)
+
+
+class _ManifestDumper(_Dumper):
+    anchors_allowed = True
 
 
 def _str(dumper: yaml.SafeDumper, value: str):
@@ -30,19 +39,29 @@ def _has_trailing_space(text: str) -> bool:
 _Dumper.add_representer(str, _str)
 
 
-def ordered(value, first=_TOP):
-    """Recursively order mapping keys (``first`` ones first, then alphabetical); drop None."""
+def ordered(value, first=_TOP, _seen=None):
+    """Recursively order mapping keys (``first`` ones first, then alphabetical); drop None.
+
+    An object that appears twice stays one object, so the writer can emit it once with
+    an anchor (used inside JobSet manifests, where control and worker share a pod spec).
+    """
+    seen = {} if _seen is None else _seen
+    if id(value) in seen:
+        return seen[id(value)]
     if isinstance(value, dict):
         keys = [k for k in first if k in value] + sorted(k for k in value if k not in first)
-        return {k: ordered(value[k], _FIRST) for k in keys if value[k] is not None}
-    if isinstance(value, list):
-        return [ordered(v, _FIRST) for v in value]
-    return value
+        out = {k: ordered(value[k], _FIRST, seen) for k in keys if value[k] is not None}
+    elif isinstance(value, list):
+        out = [ordered(v, _FIRST, seen) for v in value]
+    else:
+        return value
+    seen[id(value)] = out
+    return out
 
 
-def dump(document: dict) -> str:
+def dump(document: dict, dumper=_Dumper) -> str:
     return yaml.dump(
-        ordered(document), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1 << 20, allow_unicode=True
+        ordered(document), Dumper=dumper, sort_keys=False, default_flow_style=False, width=1 << 20, allow_unicode=True
     )
 
 
@@ -54,7 +73,7 @@ def manifest_text(document: dict) -> str:
     """A manifest embedded as a string. Argo tags written as whole values stay unquoted
     (``replicas: {{inputs.parameters.worker-count}}``) so they become ints after substitution.
     """
-    text = dump(document)
+    text = dump(document, _ManifestDumper)
     return _unquote_whole_tags(text)
 
 

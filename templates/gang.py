@@ -19,7 +19,7 @@ FAILURE = "status.terminalState == Failed"
 def build(step: ir.Step, wf: ir.Workflow, default_image: str) -> m.Template:
     return m.Template(
         name=wiring.task_name(step.name),
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step)]),
+        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
         metadata=common.step_metadata(step, step.retry),
         # Bounds the wait too: a gang that never gets scheduled fails the step.
         active_deadline_seconds=m.IntOrString(step.timeout_seconds),
@@ -29,6 +29,6 @@ def build(step: ir.Step, wf: ir.Workflow, default_image: str) -> m.Template:
             set_owner_reference=True,
             success_condition=SUCCESS,
             failure_condition=FAILURE,
-            manifest=emit.manifest_text(jobset.manifest(step, wf, default_image)),
+            manifest=emit.manifest_text(jobset.manifest(step, wf)),
         ),
     )

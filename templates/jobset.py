@@ -3,6 +3,10 @@
 Plain dicts holding only what is emitted. ``replicas`` of the worker job is a plain
 ``{{inputs.parameters.worker-count}}`` tag, unquoted, so the manifest is valid YAML
 before Argo substitutes it (argo-workflows#10924) and an int after.
+
+Control and worker pods differ only in their command and role env; everything else is
+the same object in both, which the YAML writer emits once with an anchor and refers to
+with an alias (kubectl and Argo read YAML anchors), keeping big gangs small.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from . import common, expr, pod_command, wiring
 WORKER_REPLICAS = expr.input_param(Param.WORKER_COUNT)
 
 
-def manifest(step: ir.Step, wf: ir.Workflow, default_image: str) -> dict:
+def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     """The JobSet for one attempt of ``step``'s gang."""
     name = _name(step)
     labels = {
@@ -29,16 +33,18 @@ def manifest(step: ir.Step, wf: ir.Workflow, default_image: str) -> dict:
     annotations = {
         **dict(step.compute.annotations),
         Label.STEP_NAME: step.name,
-        Label.ATTEMPT: common.retry_count(step.retry),
         Label.RUN_ID: wiring.RUN_ID,
     }
+    if step.retry.total:
+        annotations[Label.ATTEMPT] = expr.RETRIES
+    pod_metadata = {"labels": labels, "annotations": annotations}
+    shared_env = _shared_env(step, wf, name)
+    container, pod_spec = _pod(step, wf, name)
     # No metadata.namespace: the JobSet lives in the Workflow's namespace, as its owner must.
-    metadata = {"name": name, "labels": labels, "annotations": annotations}
-    shared = _gang_env(step, name, wf.namespace or expr.WORKFLOW_NAMESPACE)
     return {
         "apiVersion": JobSetKey.API_VERSION,
         "kind": JobSetKey.KIND,
-        "metadata": metadata,
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
         "spec": {
             # Workers resolve the control pod's name while it is still starting.
             "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
@@ -46,8 +52,9 @@ def manifest(step: ir.Step, wf: ir.Workflow, default_image: str) -> dict:
             "failurePolicy": {"maxRestarts": 0},
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
-                _replicated_job(step, wf, JobSetKey.CONTROL_JOB, 1, True, shared, labels, annotations, default_image),
-                _replicated_job(step, wf, JobSetKey.WORKER_JOB, WORKER_REPLICAS, False, shared, labels, annotations, default_image),
+                _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, pod_spec, container, shared_env + _role_env(True)),
+                _job(JobSetKey.WORKER_JOB, WORKER_REPLICAS, pod_metadata, pod_spec, container,
+                     shared_env + _role_env(False)),
             ],
         },
     }
@@ -58,9 +65,12 @@ def _name(step: ir.Step) -> str:
     return naming.jobset_name(expr.input_param(Param.ENTROPY), expr.RETRIES if step.retry.total else None)
 
 
-def _gang_env(step: ir.Step, jobset: str, namespace: str) -> list[dict]:
+def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
+    """Env of every gang pod: the workflow's, the step's, pod identity, and the gang contract."""
     entropy = expr.input_param(Param.ENTROPY)
-    env = [
+    namespace = wf.namespace or expr.WORKFLOW_NAMESPACE
+    models = common.env_vars(wf.env) + common.env_vars(step.environment) + common.identity_env()
+    return [_dump(e) for e in models] + [
         {"name": Env.MASTER_ADDR, "value": naming.control_host(jobset, namespace)},
         {"name": Env.MASTER_PORT, "value": str(step.compute.port) if step.compute.port else "None"},
         {"name": Env.WORLD_SIZE, "value": expr.input_param(Param.NUM_PARALLEL)},
@@ -70,41 +80,47 @@ def _gang_env(step: ir.Step, jobset: str, namespace: str) -> list[dict]:
         _annotation_ref(Env.JOBSET_RESTART_ATTEMPT, JobSetKey.RESTART_ATTEMPT),
         _annotation_ref(Env.JOBSET_NAME, JobSetKey.JOBSET_NAME),
     ]
-    return env
+
+
+def _role_env(control: bool) -> list[dict]:
+    if control:
+        return [
+            {"name": Env.UBF_CONTEXT, "value": UbfContext.CONTROL},
+            {"name": Env.CONTROL_INDEX, "value": "0"},
+            {"name": Env.TASK_ID_PREFIX, "value": JobSetKey.CONTROL_JOB},
+        ]
+    return [
+        {"name": Env.UBF_CONTEXT, "value": UbfContext.TASK},
+        {"name": Env.TASK_ID_PREFIX, "value": JobSetKey.WORKER_JOB},
+    ]
 
 
 def _annotation_ref(name: str, key: str) -> dict:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['%s']" % key}}}
 
 
-def _replicated_job(step, wf, job, replicas, control, shared_env, labels, annotations, default_image) -> dict:
-    role_env = (
-        [{"name": Env.UBF_CONTEXT, "value": UbfContext.CONTROL}, {"name": Env.CONTROL_INDEX, "value": "0"},
-         {"name": Env.TASK_ID_PREFIX, "value": "control"}]
-        if control
-        else [{"name": Env.UBF_CONTEXT, "value": UbfContext.TASK}, {"name": Env.TASK_ID_PREFIX, "value": "worker"}]
-    )
+def _pod(step: ir.Step, wf: ir.Workflow, jobset: str) -> tuple[dict, dict]:
+    """The parts of container and pod spec that control and worker share."""
     compute = step.compute
     vols, mounts, extra_env = common.volumes(compute, with_outputs=False)
-    container = m.Container(
-        name=wiring.task_name(step.name),
-        image=compute.image or default_image,
-        image_pull_policy=compute.image_pull_policy,
-        command=pod_command.gang_script(step, wf, control),
-        env=_models(wf.env, step.environment) + extra_env + common.identity_env(),
-        env_from=common.env_from(compute),
-        resources=common.resources(compute),
-        volume_mounts=mounts or None,
-        ports=common.ports(compute),
-        security_context=common.security_context(compute),
+    container = _dump(
+        m.Container(
+            name=wiring.task_name(step.name),
+            image=compute.image,
+            image_pull_policy=compute.image_pull_policy,
+            command=pod_command.gang_script(step, wf),
+            env_from=common.env_from(compute),
+            resources=common.resources(compute),
+            volume_mounts=mounts or None,
+            ports=common.ports(compute),
+            security_context=common.security_context(compute),
+        )
     )
-    container_dict = _dump(container)
-    container_dict["env"] = container_dict["env"] + shared_env + role_env
+    container["extra_env"] = [_dump(e) for e in extra_env]
     pod_spec = {
         "restartPolicy": "Never",
-        "subdomain": _name(step),
+        "subdomain": jobset,
         "activeDeadlineSeconds": step.timeout_seconds,
-        "containers": [container_dict],
     }
     if compute.service_account:
         pod_spec["serviceAccountName"] = compute.service_account
@@ -116,25 +132,24 @@ def _replicated_job(step, wf, job, replicas, control, shared_env, labels, annota
         pod_spec["imagePullSecrets"] = [{"name": s} for s in compute.image_pull_secrets]
     if vols:
         pod_spec["volumes"] = [_dump(v) for v in vols]
+    return container, pod_spec
+
+
+def _job(name, replicas, pod_metadata, pod_spec, container, env) -> dict:
+    shared = {k: v for k, v in container.items() if k != "extra_env"}
+    this_container = {**shared, "env": container["extra_env"] + env}
     return {
-        "name": job,
+        "name": name,
         "replicas": replicas,
         "template": {
             "spec": {
                 "backoffLimit": 0,
                 "completions": 1,
                 "parallelism": 1,
-                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+                "template": {"metadata": pod_metadata, "spec": {**pod_spec, "containers": [this_container]}},
             }
         },
     }
-
-
-def _models(*pairs_lists) -> list[m.EnvVar]:
-    out = []
-    for pairs in pairs_lists:
-        out += common.env_vars(pairs)
-    return out
 
 
 def _dump(model) -> dict:

@@ -14,7 +14,7 @@ CTX = expr.input_param(Param.CTX)
 def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """A plain step's pod: get code, write input paths, (init,) run the step."""
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
-    lines += input_path_lines(step)
+    lines += input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
     if isinstance(step.inputs, ir.FromParameters):
         lines += sh.unset_if_empty(nullable_parameter_envs(wf))
@@ -27,18 +27,17 @@ def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     return sh.bash(lines)
 
 
-def gang_script(step: ir.Step, wf: ir.Workflow, control: bool) -> list[str]:
-    """A gang pod: control is split 0, worker i is split i+1 (Metaflow's contract)."""
+def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
+    """Every gang pod, control or worker: its role comes from the JobSet env contract."""
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
     lines.append(sh.write_paths(sh.Lit(wiring.step_path(step.inputs.parents[0], CTX))))
-    entropy = expr.input_param(Param.ENTROPY)
-    if control:
-        task_id = sh.Lit(naming.control_task_id(entropy))
-        call = _call(step, wf, task_id, split_index=sh.CONTROL_SPLIT_INDEX, ubf=sh.UBF_CONTROL,
-                     num_parallel=expr.input_param(Param.NUM_PARALLEL))
-    else:
-        task_id = sh.Cat((sh.Lit(naming.worker_task_id(entropy, "")), sh.Var(Env.WORKER_REPLICA_INDEX)))
-        call = _call(step, wf, task_id, split_index=sh.WORKER_SPLIT_INDEX, ubf=sh.UBF_TASK)
+    task_id = sh.Cat((
+        sh.Var(Env.TASK_ID_PREFIX),
+        sh.Lit(naming.gang_task_id("", expr.input_param(Param.ENTROPY), "")),
+        sh.Var(Env.TASK_ID_SUFFIX),
+    ))
+    call = _call(step, wf, task_id, split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
+                 num_parallel=expr.input_param(Param.NUM_PARALLEL))
     lines.append(sh.metaflow_call(call))
     return sh.bash(lines)
 
@@ -64,13 +63,14 @@ def _split_index(step: ir.Step):
     return sh.Lit(expr.input_param(Param.SPLIT_INDEX)) if step.foreach_entry else None
 
 
-def input_path_lines(step: ir.Step) -> list[sh.Line]:
+def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
     """Write this task's input paths to the paths file, built from the YAML alone."""
     source = step.inputs
+    loop_ids = wiring.parent_task_ids(step, wf)
     if step.recursive or isinstance(source, ir.FromCaller):
         return [sh.write_paths(sh.Lit(expr.input_param(Param.INPUT_PATHS)))]
     if isinstance(source, (ir.FromParameters, ir.FromParents)):
-        return [sh.write_paths(sh.Lit(wiring.static_paths(source, CTX)))]
+        return [sh.write_paths(sh.Lit(wiring.static_paths(source, CTX, loop_ids)))]
     if isinstance(source, ir.FromForeach):
         prefix = "%s/%s/:" % (wiring.RUN_ID, source.body_last)
         lines = sh.id_list_lines(None, naming.task_id(naming.child_ctx(CTX, "")), expr.input_param(Param.SPLIT_CARDINALITY))
@@ -87,7 +87,8 @@ def input_path_lines(step: ir.Step) -> list[sh.Line]:
         return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
     assert isinstance(source, ir.FromBranches), source
     candidates = [
-        (expr.input_param(wiring.status_param(p)), "%s/%s" % (p, naming.task_id(CTX))) for p in source.parents
+        (expr.input_param(wiring.status_param(p)), "%s/%s" % (p, loop_ids.get(p, naming.task_id(CTX))))
+        for p in source.parents
     ]
     lines = sh.branch_lines(candidates)
     return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var("ids"))))]

@@ -18,11 +18,11 @@ RUN = "run"
 AGAIN = "again"
 
 
-def build(step: ir.Step) -> m.Template:
+def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     loop = naming.recursion_template_name(step.name)
     ctx = expr.input_param(Param.CTX)
     this_task = wiring.step_path(step.name, ctx, expr.input_param(Param.ITERATION))
-    passed = [m.Parameter(name=n, value=expr.input_param(n)) for n in wiring.template_inputs(step)]
+    passed = [m.Parameter(name=n, value=expr.input_param(n)) for n in wiring.template_inputs(step, wf)]
     again_args = [
         m.Parameter(name=Param.CTX, value=ctx),
         m.Parameter(name=Param.ITERATION, value="{{=asInt(inputs.parameters['%s']) + 1}}" % Param.ITERATION),
@@ -30,7 +30,7 @@ def build(step: ir.Step) -> m.Template:
     ]
     return m.Template(
         name=loop,
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step)]),
+        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
         outputs=m.Outputs(parameters=[_last(Param.TASK_ID), _last(Param.SWITCH_STEP)]),
         steps=[
             m.ParallelSteps([m.WorkflowStep(name=RUN, template=wiring.task_name(step.name), arguments=m.Arguments(parameters=passed))]),

@@ -23,7 +23,7 @@ def build(step: ir.Step, wf: ir.Workflow, default_image: str) -> m.Template:
         ]
     return m.Template(
         name=template_name(step),
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step)]),
+        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
         outputs=_outputs(step),
         metadata=common.step_metadata(step, step.retry),
         active_deadline_seconds=m.IntOrString(step.timeout_seconds),

@@ -60,31 +60,53 @@ def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
     elif isinstance(source, ir.FromBranches):
         args += [Arg(status_param(p), expr.task_status(task_name(p))) for p in source.parents]
     if step.recursive:
+        # The loop gets its first input paths ready-made; iterations pass on their own.
+        caller_ids = {p: expr.task_output(task_name(p), Param.TASK_ID) for p in _looping_parents(step, wf)}
         args += [
             Arg(Param.ITERATION, "0"),
-            Arg(Param.INPUT_PATHS, static_paths(source, scope_ctx)),
+            Arg(Param.INPUT_PATHS, static_paths(source, scope_ctx, caller_ids)),
+        ]
+    else:
+        args += [
+            Arg(loop_task_param(p), expr.task_output(task_name(p), Param.TASK_ID)) for p in _looping_parents(step, wf)
         ]
     return args
+
+
+def _looping_parents(step: ir.Step, wf: ir.Workflow) -> list[str]:
+    """Parents that are recursive: their last iteration's task id is only known at run time."""
+    return [p for p in getattr(step.inputs, "parents", ()) if wf.steps[p].recursive]
+
+
+def loop_task_param(parent: str) -> str:
+    return "%s%s" % (Param.LOOP_TASK_PREFIX, naming.template_name(parent))
+
+
+def parent_task_ids(step: ir.Step, wf: ir.Workflow) -> dict[str, str]:
+    """Inside a step's template: the task id of each recursive parent, as an input tag."""
+    return {p: expr.input_param(loop_task_param(p)) for p in _looping_parents(step, wf)}
 
 
 def status_param(parent: str) -> str:
     return Param.STATUS_PREFIX + naming.template_name(parent)
 
 
-def static_paths(source: ir.InputSource, ctx: str) -> str:
-    """Input paths known when the YAML is written (all parents ran in context ``ctx``)."""
+def static_paths(source: ir.InputSource, ctx: str, task_ids: dict[str, str] | None = None) -> str:
+    """Input paths known when the YAML is written: every parent ran in context ``ctx``
+    (``task_ids`` overrides the id of parents whose id is a run-time value: loops)."""
     if isinstance(source, ir.FromParameters):
         return "%s/%s/%s" % (RUN_ID, naming.PARAMETERS_STEP, naming.PARAMETERS_TASK_ID)
     assert isinstance(source, ir.FromParents), source
+    ids = {p: (task_ids or {}).get(p, naming.task_id(ctx)) for p in source.parents}
     if len(source.parents) == 1:
-        return step_path(source.parents[0], ctx)
-    task = naming.task_id(ctx)
-    return "%s/:%s" % (RUN_ID, ",".join("%s/%s" % (p, task) for p in source.parents))
+        [(parent, task)] = ids.items()
+        return "%s/%s/%s" % (RUN_ID, parent, task)
+    return "%s/:%s" % (RUN_ID, ",".join("%s/%s" % (p, t) for p, t in ids.items()))
 
 
-def template_inputs(step: ir.Step) -> list[str]:
+def template_inputs(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """Names of the inputs ``step``'s (container or gang) template declares."""
-    names = [a.name for a in arguments(step, "", None)]  # values unused
+    names = [a.name for a in arguments(step, "", wf)]  # values unused
     if step.recursive:
         names = [n for n in names if n != Param.ITERATION] + [Param.ITERATION]
     return list(dict.fromkeys(names))

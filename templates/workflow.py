@@ -21,7 +21,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
         else:
             templates.append(step.build(s, wf, default_image))
         if s.recursive:
-            templates.append(recursion.build(s))
+            templates.append(recursion.build(s, wf))
     _check_unique(templates)
     return m.WorkflowTemplate(
         api_version="argoproj.io/v1alpha1",

@@ -47,7 +47,7 @@ def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dic
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
     script_text = substitute(command[2], values).replace("cd /app\n", "")
-    full_env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "RECORD_DIR": str(record), **(env or {})}
+    full_env = {**(env or {}), "PATH": "%s:%s" % (bindir, os.environ["PATH"]), "RECORD_DIR": str(record)}
     subprocess.run(["bash", "-c", script_text], env=full_env, check=True, timeout=30)
     calls = []
     for argv_file in sorted(record.glob("argv.*"), key=lambda p: int(p.suffix[1:])):
@@ -141,22 +141,29 @@ VALUES = {
 
 
 @pytest.fixture(scope="module")
-def raw_commands(doc):
-    manifest = yaml.safe_load(re.sub(r"replicas: \{\{[^}]+\}\}", "replicas: 0", templates(doc)["train"]["resource"]["manifest"]))
-    return [j["template"]["spec"]["template"]["spec"]["containers"][0]["command"] for j in manifest["spec"]["replicatedJobs"]]
+def pods(doc):
+    """Each replicated job's (command, literal env) with the worker count tag made an int."""
+    manifest = re.sub(r"replicas: \{\{[^}]+\}\}", "replicas: 0", templates(doc)["train"]["resource"]["manifest"])
+    out = []
+    for job in yaml.safe_load(manifest)["spec"]["replicatedJobs"]:
+        container = job["template"]["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e and "{{" not in e["value"]}
+        out.append((container["command"], env))
+    return out
 
 
-def test_control_and_worker_task_ids_and_split_indices(tmp_path, raw_commands):
-    control_cmd, worker_cmd = raw_commands
+def test_control_and_worker_task_ids_and_split_indices(tmp_path, pods):
+    (control_cmd, control_env), (worker_cmd, worker_env) = pods
     values = dict(VALUES, **{"inputs.parameters.num-parallel": "3"})
-    [control] = run_pod(tmp_path, control_cmd, values)
+    # The downward API fills job-index from the JobSet's annotation: 0 for the control.
+    [control] = run_pod(tmp_path, control_cmd, values, env=dict(control_env, TASK_ID_SUFFIX="0", MF_WORKER_REPLICA_INDEX="0"))
     assert opt(control["argv"], "--task-id") == "control-e1e2e3e4e5-0"
     assert opt(control["argv"], "--split-index") == "0"
     assert opt(control["argv"], "--ubf-context") == "ubf_control"
     assert opt(control["argv"], "--retry-count") == "1"
     assert control["paths"] == "argo-dt-abcde/start/t"
     for i in range(2):
-        [worker] = run_pod(tmp_path, worker_cmd, values, env={"MF_WORKER_REPLICA_INDEX": str(i)})
+        [worker] = run_pod(tmp_path, worker_cmd, values, env=dict(worker_env, TASK_ID_SUFFIX=str(i), MF_WORKER_REPLICA_INDEX=str(i)))
         assert opt(worker["argv"], "--task-id") == "worker-e1e2e3e4e5-%d" % i
         assert opt(worker["argv"], "--split-index") == str(i + 1)
         assert opt(worker["argv"], "--ubf-context") == "ubf_task"

@@ -215,6 +215,9 @@ def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
     assert top["loop"]["template"] == "loop-loop"
     assert args(top["loop"])["iteration"] == "0"
     assert top["end"]["when"] == "{{tasks.loop.outputs.parameters.switch-step}} == end"
+    # the step after the loop reads its last iteration, known only at run time
+    assert args(top["end"])["task-id-loop"] == "{{tasks.loop.outputs.parameters.task-id}}"
+    assert "'argo-{{workflow.name}}/loop/{{inputs.parameters.task-id-loop}}'" in script(tmpl["end"])
     assert "--task-id 't{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}'" in script(tmpl["loop"])
 
 
