@@ -14,7 +14,11 @@ _TOP = ("apiVersion", "kind", "metadata", "spec")
 _FIRST = ("name", "namespace")
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter (shipped in PyYAML's wheels) is ~10x faster; same bytes (tested).
+_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):
     """SafeDumper with block scalars for multi-line strings; anchors only where asked."""
 
     anchors_allowed = False
