@@ -132,7 +132,7 @@ def exit_hooks(flow_decorators, start: ir.Step) -> tuple[ir.ExitHook, ...]:
                     raise CompileError("@exit_hook: %r is neither a function nor its name" % (fn,))
                 prefix = "success" if on_success else "error"
                 hooks.append(ir.ExitHook(
-                    template="%s-%s" % (prefix, naming.sanitize(fn_name.replace("_", "-"))),
+                    template="%s-%s" % (prefix, naming.sanitize(fn_name).replace(".", "-")),
                     function=fn_name,
                     on_success=on_success,
                     image=image,
