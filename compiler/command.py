@@ -67,7 +67,7 @@ def bash(lines: list[Line]) -> list[str]:
 
 # --- building blocks ---------------------------------------------------------------
 
-PATHS_FILE = "MFARGO_INPUT_PATHS_FILE"
+PATHS_FILE = "paths"  # a shell variable of the pod script, not exported
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -141,10 +141,12 @@ def metaflow_call(call: StepCall) -> Line:
         Raw("step"), Lit(call.step),
         Raw("--run-id"), Lit(call.run_id),
         Raw("--task-id"), call.task_id,
-        Raw("--retry-count"), Lit(call.retry_count),
-        Raw("--max-user-code-retries"), Lit(str(call.max_user_code_retries)),
         Raw("--input-paths-filename"), Var(PATHS_FILE),
     ]  # fmt: skip
+    if call.retry_count != "0":  # 0 is Metaflow's default for both
+        tokens += [Raw("--retry-count"), Lit(call.retry_count)]
+    if call.max_user_code_retries:
+        tokens += [Raw("--max-user-code-retries"), Lit(str(call.max_user_code_retries))]
     if call.split_index is not None:
         tokens += [Raw("--split-index"), call.split_index]
     if call.ubf_context is not None:

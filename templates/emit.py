@@ -65,7 +65,7 @@ def ordered(value, first=_TOP, _seen=None):
 
 def dump(document: dict, dumper=_Dumper) -> str:
     return yaml.dump(
-        ordered(document), Dumper=dumper, sort_keys=False, default_flow_style=False, width=1 << 20, allow_unicode=True
+        ordered(document), Dumper=dumper, sort_keys=False, default_flow_style=None, width=1 << 20, allow_unicode=True
     )
 
 

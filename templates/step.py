@@ -10,8 +10,10 @@ from mfargo.compiler.constants import Env, Path
 from . import common, expr, pod_command, wiring
 
 
-def build(step: ir.Step, wf: ir.Workflow, default_image: str) -> m.Template:
+def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequirements) -> m.Template:
+    """``default_resources`` come from templateDefaults: a step that needs them says nothing."""
     compute = step.compute
+    resources = common.resources(compute)
     vols, mounts, extra_env = common.volumes(compute, with_outputs=bool(wiring.outputs(step)))
     env = common.env_vars(step.environment) + extra_env
     if wiring.outputs(step):
@@ -39,7 +41,7 @@ def build(step: ir.Step, wf: ir.Workflow, default_image: str) -> m.Template:
             command=pod_command.step_script(step, wf),
             env=env or None,
             env_from=common.env_from(compute),
-            resources=common.resources(compute),
+            resources=None if resources == default_resources else resources,
             volume_mounts=mounts or None,
             ports=common.ports(compute),
             security_context=common.security_context(compute),

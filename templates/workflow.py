@@ -13,13 +13,14 @@ from . import common, dag, gang, recursion, step
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
     default_image = _most_common_image(wf)
+    default_resources = _most_common_resources(wf)
     entrypoint = naming.sanitize(wf.flow_name)
     templates = dag.build_all(wf, entrypoint)
     for s in wf.steps.values():
         if s.gang:
             templates.append(gang.build(s, wf, default_image))
         else:
-            templates.append(step.build(s, wf, default_image))
+            templates.append(step.build(s, wf, default_resources))
         if s.recursive:
             templates.append(recursion.build(s, wf))
     _check_unique(templates)
@@ -47,6 +48,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
                 container=m.Container(
                     # The schema requires an image here too; every template still names its own.
                     image=default_image,
+                    resources=default_resources,
                     env=common.env_vars(wf.env) + common.identity_env(),
                 )
             ),
@@ -60,6 +62,14 @@ def _most_common_image(wf: ir.Workflow) -> str:
     for s in wf.steps.values():
         counts[s.compute.image] = counts.get(s.compute.image, 0) + 1
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+
+
+def _most_common_resources(wf: ir.Workflow) -> m.ResourceRequirements:
+    """Resources most steps share: set once in templateDefaults, omitted where equal."""
+    options = [common.resources(s.compute) for s in wf.steps.values()]
+    keys = [r.model_dump_json() for r in options]
+    best = max(sorted(set(keys)), key=keys.count)
+    return options[keys.index(best)]
 
 
 def _arguments(wf: ir.Workflow) -> m.Arguments | None:

@@ -63,7 +63,7 @@ def opt(argv: list[str], name: str) -> str:
 @pytest.fixture(scope="module")
 def doc():
     text = compile_file(EXAMPLES / "distributed_training.py", *EXAMPLE_CREATE_ARGS).stdout
-    return yaml.safe_load(text)
+    return next(yaml.safe_load_all(text))  # the WorkflowTemplate leads the bundle
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_join_input_paths_built_in_the_pod(tmp_path, doc, n):
 
 
 def test_no_retries_means_no_retries_tag(tmp_path):
-    [doc] = compile_source(tmp_path, """
+    doc = compile_source(tmp_path, """
         from metaflow import FlowSpec, step, parallel
         class G(FlowSpec):
             @step
@@ -197,7 +197,7 @@ def test_no_retries_means_no_retries_tag(tmp_path):
                 pass
         if __name__ == "__main__":
             G()
-    """)
+    """)[0]
     train = templates(doc)["train"]
     assert "retryStrategy" not in train
     assert "{{retries}}" not in json.dumps(train)
@@ -205,7 +205,7 @@ def test_no_retries_means_no_retries_tag(tmp_path):
 
 
 def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
-    [doc] = compile_source(tmp_path, """
+    doc = compile_source(tmp_path, """
         from metaflow import FlowSpec, step, parallel, catch
         class G(FlowSpec):
             @step
@@ -224,7 +224,9 @@ def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
                 pass
         if __name__ == "__main__":
             G()
-    """)
+    """)[0]
     train = templates(doc)["train"]
     assert train["retryStrategy"]["limit"] == 3  # @catch's error retries, each a new JobSet
-    assert "--max-user-code-retries 0" in train["resource"]["manifest"]
+    manifest = train["resource"]["manifest"]
+    assert "--retry-count '{{retries}}'" in manifest
+    assert "--max-user-code-retries" not in manifest  # 0 user retries: @catch runs on the first failure

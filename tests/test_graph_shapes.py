@@ -145,9 +145,9 @@ if __name__ == "__main__":
 
 
 def _compile(tmp_path, source):
-    [doc] = compile_source(tmp_path, source)
-    assert validation.validate_documents([doc]) == []
-    return doc
+    docs = compile_source(tmp_path, source)
+    assert validation.validate_documents(docs) == []
+    return docs[0]
 
 
 def test_linear(tmp_path):
