@@ -5,3 +5,5 @@ to the commands the generated YAML runs.
 
 CLIS_DESC = [("argo-workflows", ".argo_cli.cli")]
 STEP_DECORATORS_DESC = [("mfargo_internal", ".pod_hooks.MfargoInternalDecorator")]
+# Metaflow's Deployer API (`Deployer(...).argo_workflows()`) drives mfargo's commands.
+DEPLOYER_IMPL_PROVIDERS_DESC = [("argo-workflows", ".deployer.MfargoArgoWorkflowsDeployer")]

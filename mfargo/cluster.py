@@ -1,0 +1,295 @@
+"""A small client for the Argo objects mfargo deploys, over the official `kubernetes`
+client's CustomObjectsApi and the user's kube config (or the in-cluster service account).
+
+Every failure is a ``ClusterError`` whose message is one line a user can act on:
+no kube config, the API server unreachable, 401/403 (credentials, RBAC), 404, 409.
+Nothing here knows about Metaflow; the CLI (``cluster_cli``) adds tokens and users.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+ARGO_GROUP = "argoproj.io"
+ARGO_VERSION = "v1alpha1"
+
+# kind -> plural, for the kinds a bundle may hold (anything else: lowercase kind + "s").
+PLURALS = {
+    "WorkflowTemplate": "workflowtemplates",
+    "Workflow": "workflows",
+    "CronWorkflow": "cronworkflows",
+    "Sensor": "sensors",
+    "EventSource": "eventsources",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "ServiceAccount": "serviceaccounts",
+}
+
+# Connect / read timeouts (seconds) of every request; connection errors are retried twice.
+TIMEOUT = (10, 60)
+CONNECT_RETRIES = 2
+
+
+class ClusterError(Exception):
+    """One line for the user; the CLI prints it as ``mfargo: <message>`` and exits 1."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(" ".join(str(message).split()))
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+
+    @classmethod
+    def of(cls, doc: dict) -> "Resource":
+        api_version = doc.get("apiVersion", "")
+        kind = doc.get("kind", "")
+        if "/" not in api_version:
+            raise ClusterError("cannot deploy %s %r: only API-group objects are supported" % (kind, api_version))
+        group, version = api_version.split("/", 1)
+        return cls(group, version, PLURALS.get(kind, kind.lower() + "s"))
+
+
+WORKFLOW_TEMPLATES = Resource(ARGO_GROUP, ARGO_VERSION, "workflowtemplates")
+WORKFLOWS = Resource(ARGO_GROUP, ARGO_VERSION, "workflows")
+CRON_WORKFLOWS = Resource(ARGO_GROUP, ARGO_VERSION, "cronworkflows")
+SENSORS = Resource(ARGO_GROUP, ARGO_VERSION, "sensors")
+
+
+class Cluster:
+    """Namespaced custom objects in one default namespace; the API client is made lazily."""
+
+    def __init__(self, namespace: str = "default", kubeconfig: str | None = None, context: str | None = None):
+        self.namespace = namespace or "default"
+        self._kubeconfig = kubeconfig
+        self._context = context
+        self._api = None
+        self.host: str | None = None
+
+    # -- connection ---------------------------------------------------------------
+
+    def _custom(self):
+        if self._api is None:
+            from kubernetes import client
+
+            self._api = client.CustomObjectsApi(self._api_client())
+        return self._api
+
+    def _api_client(self):
+        import urllib3
+        from kubernetes import client, config
+
+        conf = client.Configuration()
+        path = self._kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        files = [p for p in path.split(os.pathsep) if p]
+        if not any(os.path.exists(p) for p in files) and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            try:  # a pod with a service account
+                config.load_incluster_config(client_configuration=conf)
+            except Exception as e:  # noqa: BLE001
+                raise ClusterError("in-cluster Kubernetes configuration failed: %s" % _first_line(e)) from None
+        elif not any(os.path.exists(p) for p in files):
+            raise ClusterError("no Kubernetes configuration: %s does not exist (set KUBECONFIG or create "
+                               "~/.kube/config)" % path)
+        else:
+            try:
+                # The path is passed explicitly: the client reads KUBECONFIG once, when it is imported.
+                config.load_kube_config(config_file=path, context=self._context,
+                                        client_configuration=conf)
+            except Exception as e:  # noqa: BLE001 - bad YAML, no current context, unknown context
+                raise ClusterError("cannot use the kube config %s: %s" % (path, _first_line(e))) from None
+        conf.retries = urllib3.Retry(total=CONNECT_RETRIES, connect=CONNECT_RETRIES, read=0, status=0,
+                                     redirect=0, backoff_factor=0.1)
+        self.host = conf.host
+        return client.ApiClient(conf)
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        """Run one API call; every failure becomes a one-line ClusterError naming ``what``."""
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        api = self._custom()
+        try:
+            return getattr(api, fn)(*args, _request_timeout=TIMEOUT, **kwargs)
+        except ApiException as e:
+            raise ClusterError("%s: %s" % (what, _describe(e)), status=e.status) from None
+        except urllib3.exceptions.HTTPError as e:
+            raise ClusterError("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.host, _reason(e))) from None
+        except OSError as e:
+            raise ClusterError("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.host, _reason(e))) from None
+
+    # -- generic verbs --------------------------------------------------------------
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict | None:
+        """The object, or None if it does not exist."""
+        try:
+            return self._call(
+                "get %s %s" % (res.plural, name), "get_namespaced_custom_object",
+                res.group, res.version, namespace or self.namespace, res.plural, name,
+            )
+        except ClusterError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def create(self, res: Resource, body: dict, namespace: str | None = None) -> dict:
+        name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName", "")
+        return self._call(
+            "create %s %s" % (res.plural, name), "create_namespaced_custom_object",
+            res.group, res.version, namespace or self.namespace, res.plural, body,
+        )
+
+    def replace(self, res: Resource, name: str, body: dict, namespace: str | None = None) -> dict:
+        return self._call(
+            "replace %s %s" % (res.plural, name), "replace_namespaced_custom_object",
+            res.group, res.version, namespace or self.namespace, res.plural, name, body,
+        )
+
+    def patch(self, res: Resource, name: str, body: dict, namespace: str | None = None) -> dict:
+        """A JSON merge patch (RFC 7386)."""
+        return self._call(
+            "patch %s %s" % (res.plural, name), "patch_namespaced_custom_object",
+            res.group, res.version, namespace or self.namespace, res.plural, name, body,
+        )
+
+    def delete(self, res: Resource, name: str, namespace: str | None = None) -> bool:
+        """True if deleted, False if there was nothing to delete."""
+        try:
+            self._call(
+                "delete %s %s" % (res.plural, name), "delete_namespaced_custom_object",
+                res.group, res.version, namespace or self.namespace, res.plural, name,
+            )
+            return True
+        except ClusterError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def list(self, res: Resource, namespace: str | None = None, page_size: int = 100) -> Iterator[dict]:
+        token = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": page_size}
+            if token:
+                kwargs["_continue"] = token
+            page = self._call(
+                "list %s" % res.plural, "list_namespaced_custom_object",
+                res.group, res.version, namespace or self.namespace, res.plural, **kwargs,
+            )
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def apply(self, doc: dict) -> str:
+        """Create or replace ``doc`` (optimistic concurrency: the live resourceVersion is sent
+        back, so a concurrent change is a 409, not a silent overwrite). Returns the action."""
+        res = Resource.of(doc)
+        meta = doc.setdefault("metadata", {})
+        name, namespace = meta["name"], meta.get("namespace") or self.namespace
+        live = self.get(res, name, namespace)
+        if live is None:
+            meta.pop("resourceVersion", None)
+            self.create(res, doc, namespace)
+            return "created"
+        meta["resourceVersion"] = live["metadata"]["resourceVersion"]
+        self.replace(res, name, doc, namespace)
+        return "replaced"
+
+    # -- Argo runs --------------------------------------------------------------------
+
+    def submit(self, template: str, parameters: dict[str, str], annotations: dict[str, str] | None = None,
+               labels: dict[str, str] | None = None) -> dict:
+        """Create a Workflow from the WorkflowTemplate ``template``; returns the created object."""
+        body = workflow_body(template, parameters, annotations, labels)
+        return self.create(WORKFLOWS, body)
+
+    def get_workflow(self, name: str) -> dict | None:
+        return self.get(WORKFLOWS, name)
+
+    def terminate(self, name: str) -> dict:
+        wf = self._running(name, "terminate")
+        if (wf.get("spec") or {}).get("shutdown") == "Terminate":
+            raise ClusterError("run argo-%s is already being terminated" % name)
+        return self.patch(WORKFLOWS, name, {"spec": {"shutdown": "Terminate"}})
+
+    def suspend(self, name: str) -> dict:
+        wf = self._running(name, "suspend")
+        if (wf.get("spec") or {}).get("suspend") is True:
+            raise ClusterError("run argo-%s is already suspended" % name)
+        return self.patch(WORKFLOWS, name, {"spec": {"suspend": True}})
+
+    def unsuspend(self, name: str) -> dict:
+        wf = self._running(name, "unsuspend")
+        if not (wf.get("spec") or {}).get("suspend"):
+            raise ClusterError("run argo-%s is not suspended" % name)
+        return self.patch(WORKFLOWS, name, {"spec": {"suspend": None}})
+
+    def _running(self, name: str, verb: str) -> dict:
+        wf = self.get_workflow(name)
+        if wf is None:
+            raise ClusterError("no run argo-%s in namespace %s" % (name, self.namespace), status=404)
+        if (wf.get("status") or {}).get("finishedAt"):
+            raise ClusterError(
+                "cannot %s run argo-%s: it already finished (%s)" % (verb, name, wf["status"].get("phase", "?"))
+            )
+        return wf
+
+
+def workflow_body(template: str, parameters: dict[str, str], annotations=None, labels=None) -> dict:
+    """A Workflow that runs ``template``; parameter values are passed as given (strings)."""
+    metadata: dict[str, Any] = {"generateName": template + "-"}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    spec: dict[str, Any] = {"workflowTemplateRef": {"name": template}}
+    if parameters:
+        spec["arguments"] = {"parameters": [{"name": k, "value": v} for k, v in parameters.items()]}
+    return {"apiVersion": "%s/%s" % (ARGO_GROUP, ARGO_VERSION), "kind": "Workflow", "metadata": metadata, "spec": spec}
+
+
+def _describe(e) -> str:
+    """Kubernetes' own message for an API error, prefixed by what it means."""
+    message = ""
+    if e.body:
+        try:
+            message = json.loads(e.body).get("message") or ""
+        except (ValueError, AttributeError):
+            message = str(e.body)[:200]
+    message = message or e.reason or "no details"
+    if e.status == 401:
+        return "unauthorized (401): the credentials in your kube config were rejected: %s" % message
+    if e.status == 403:
+        return "forbidden (403): %s" % message
+    if e.status == 404:
+        return "not found (404): %s" % message
+    if e.status == 409:
+        return "conflict (409): %s" % message
+    return "Kubernetes API error %s: %s" % (e.status, message)
+
+
+def _reason(e: BaseException) -> str:
+    """The root cause of a connection failure, e.g. 'connection refused'."""
+    seen = e
+    for _ in range(10):
+        nxt = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower() and nxt is None:
+            return "connection refused"
+        if not isinstance(nxt, BaseException):
+            break
+        seen = nxt
+    text = str(seen)
+    if "refused" in text.lower():
+        return "connection refused"
+    return _first_line(text) or type(seen).__name__
+
+
+def _first_line(value) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0] if text else type(value).__name__
