@@ -134,7 +134,9 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  config_maps: dict[str, dict[str, str]] | None = None, workflow_name: str | None = None,
                  namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
-                 handle_signals: bool = True, private_tmp: bool = True) -> RunResult:
+                 handle_signals: bool = True, private_tmp: bool = True,
+                 force_env: dict[str, str | None] | None = None,
+                 node_capacity: dict[str, str] | None = None) -> RunResult:
     """Run ``source`` (path, YAML text or dict) to completion and return a RunResult.
 
     ``env`` is the base environment of every pod (default: this process's); the
@@ -142,7 +144,10 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     the image's code directory (annotation ``mfargo/code-dir``) and goes on PYTHONPATH;
     ``backoff_scale`` multiplies every retry/back-off wait; ``timeout`` bounds the whole
     run (exit handlers included); ``private_tmp=False`` lets pods share this machine's
-    /tmp (default: each pod's /tmp is private, as in Kubernetes).  Invalid input raises
+    /tmp (default: each pod's /tmp is private, as in Kubernetes); ``force_env`` is applied
+    over every container's own env (a None value removes the variable); ``node_capacity``
+    (e.g. ``{"nvidia.com/gpu": "0"}``) makes pods requesting more stay Pending, like an
+    unschedulable pod, until a deadline ends them.  Invalid input raises
     WorkflowError before anything runs.
     """
     doc = WorkflowDoc(load_document(source))
@@ -174,7 +179,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         image_code_dir = doc.annotation(CODE_DIR_ANNOTATION) or annotations.get(CODE_DIR_ANNOTATION)
         pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
                          on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
-                         stream_logs=stream_logs, private_tmp=private_tmp)
+                         stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
+                         node_capacity=node_capacity)
         jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
         executor = Executor(doc, name=name, namespace=ns, uid=result.uid, created=result.started_at,
                             parameters=params, labels=labels, annotations=annotations, pods=pods,

@@ -11,12 +11,23 @@ directory, removed after a successful run unless ``--keep`` (kept after a
 failure so the logs can be read); ``--work-dir`` chooses it and implies keep.
 ``--s3`` starts a local S3 server (runner.s3server) for the run, creates the
 buckets named by ``s3://bucket`` URLs in the workflow (plus ``--s3-bucket``) and
-gives its endpoint/credentials env to every pod.
+gives its endpoint/credentials env to every pod.  That is also the default when the
+workflow uses ``s3://`` and no ``METAFLOW_S3_ENDPOINT_URL`` is configured (caller's
+env, Metaflow config file or the workflow itself); ``--no-s3`` turns it off.  Its data
+(and the pods' local Metaflow metadata) then live in the work directory: ``--keep``
+keeps them, and ``mfargo run --serve-s3 DIR`` serves them again to read the run.
+
+``--user NAME`` runs every pod as Metaflow user NAME (``METAFLOW_USER``, overriding
+the workflow's ``argo-workflows``) without a production token, so the run lands in
+namespace ``user:NAME``.  ``--node-capacity nvidia.com/gpu=0`` makes pods asking for
+more stay Pending (unschedulable) until a deadline ends them.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import re
 import shutil
 import sys
@@ -42,7 +53,7 @@ def _parse_params(values: list[str]) -> dict[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mfargo run", description="Run an Argo Workflow/WorkflowTemplate "
                                 "(with JobSet resource steps) locally, pods as processes.")
-    p.add_argument("workflow", help="Workflow or WorkflowTemplate YAML file")
+    p.add_argument("workflow", nargs="?", help="Workflow or WorkflowTemplate YAML file")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="workflow parameter (overrides spec.arguments.parameters)")
     p.add_argument("--code-dir", type=Path, help="local directory replacing the image's code directory "
@@ -59,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-validate", action="store_true", help="skip JobSet manifest validation")
     p.add_argument("--s3", action="store_true", help="start a local S3 server for the run")
     p.add_argument("--s3-bucket", action="append", default=[], help="extra bucket to create with --s3")
+    p.add_argument("--no-s3", action="store_true",
+                   help="never start a local S3 server (default: start one when the workflow uses s3:// "
+                        "and no METAFLOW_S3_ENDPOINT_URL is configured)")
+    p.add_argument("--user", help="run the pods as this Metaflow user (no production token): the run "
+                   "lands in namespace user:NAME")
+    p.add_argument("--node-capacity", action="append", default=[], metavar="RESOURCE=QTY",
+                   help="the node's allocatable resources (e.g. nvidia.com/gpu=0, cpu=8): pods requesting "
+                        "more stay Pending until a deadline")
+    p.add_argument("--serve-s3", type=Path, metavar="DIR",
+                   help="serve a kept S3 data directory (WORK/s3) again and print its env; Ctrl-C stops")
     return p
 
 
@@ -68,16 +89,90 @@ def _buckets(path: Path, extra: list[str]) -> list[str]:
     return sorted(found | set(extra))
 
 
+def _endpoint_configured(env: dict[str, str], text: str) -> bool:
+    """Is an S3 endpoint set for the pods: caller's env, Metaflow's config file, the YAML?"""
+    if env.get("METAFLOW_S3_ENDPOINT_URL") or "METAFLOW_S3_ENDPOINT_URL" in text:
+        return True
+    home = env.get("METAFLOW_HOME") or os.path.join(os.path.expanduser("~"), ".metaflowconfig")
+    profile = env.get("METAFLOW_PROFILE")
+    path = os.path.join(home, "config_%s.json" % profile if profile else "config.json")
+    try:
+        with open(path) as f:
+            return bool(json.load(f).get("METAFLOW_S3_ENDPOINT_URL"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _uses_s3(text: str) -> bool:
+    return "s3://" in text or re.search(r"--datastore[= ]s3\b|METAFLOW_DEFAULT_DATASTORE\W+value: s3", text) is not None
+
+
+def _flow_facts(text: str) -> tuple[str, str]:
+    """(flow name, datastore root) as the compiled YAML records them."""
+    flow = re.search(r"metaflow/flow_name: ['\"]?([\w.-]+)", text)
+    root = (re.search(r"--datastore-root[= ](s3://[^\s'\"]+)", text)
+            or re.search(r"METAFLOW_DATASTORE_SYSROOT_S3\s+value: ['\"]?(s3://[^\s'\"]+)", text))
+    return (flow.group(1) if flow else "FLOW"), (root.group(1) if root else "s3://BUCKET/PREFIX")
+
+
+def _serve_s3(data_dir: Path) -> int:
+    from .s3server import S3Server
+
+    if not (data_dir / "filer").is_dir():
+        print(f"mfargo run: {data_dir} is not a kept S3 data directory (WORK/s3)", file=sys.stderr)
+        return 2
+    s3 = S3Server.start(data_dir=data_dir, keep=True)
+    try:
+        print(f"# local S3 serving {data_dir} at {s3.endpoint_url}; Ctrl-C stops it", flush=True)
+        for k, v in s3.env().items():
+            if k.startswith(("METAFLOW_", "AWS_")) and v:
+                print(f"export {k}={v}", flush=True)
+        signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+    finally:
+        s3.stop()
+    return 0
+
+
+def _read_hint(flow: str, run_id: str, root: str, work_dir: Path, local_md: Path) -> str:
+    code = f"from metaflow import Run, namespace; namespace(None); print(Run('{flow}/{run_id}').data)"
+    return "\n".join([
+        "Read this run with Metaflow's client (its S3 data and metadata are kept in the work directory):",
+        f"  eval \"$(mfargo run --serve-s3 {work_dir / 's3'} | grep ^export)\" &   # or run it in another shell",
+        f"  METAFLOW_DEFAULT_DATASTORE=s3 METAFLOW_DATASTORE_SYSROOT_S3={root} METAFLOW_DEFAULT_METADATA=local "
+        f"METAFLOW_DATASTORE_SYSROOT_LOCAL={local_md} python -c \"{code}\"",
+    ])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .api import run_workflow
 
+    if args.serve_s3:
+        return _serve_s3(args.serve_s3.resolve())
+    if not args.workflow:
+        print("mfargo run: a WORKFLOW.yaml is required", file=sys.stderr)
+        return 2
     params = _parse_params(args.parameter)
+    capacity = _parse_params(args.node_capacity)
     keep = args.keep or args.work_dir is not None
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="mfargo-run-"))
     env = dict(os.environ)
     s3 = None
     state = {"name": None}
+    try:
+        text = Path(args.workflow).read_text()
+    except OSError as e:
+        print(f"mfargo run: {e}", file=sys.stderr)
+        return 2
+    embedded = args.s3 or (not args.no_s3 and _uses_s3(text) and not _endpoint_configured(env, text))
+    local_md = work_dir / "metaflow-local"
+    force_env: dict[str, str | None] = {}
+    if args.user:
+        force_env.update({"METAFLOW_USER": args.user, "USER": args.user, "METAFLOW_PRODUCTION_TOKEN": None})
 
     def write_run_id(name: str) -> None:
         if args.run_id_file:
@@ -93,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         print(str(event), flush=True)
 
     try:
-        if args.s3:
+        if embedded:
             try:
                 from .s3server import S3Server  # type: ignore
             except ImportError as e:
@@ -103,10 +198,15 @@ def main(argv: list[str] | None = None) -> int:
             for b in buckets:
                 s3.create_bucket(b)
             env.update(s3.env())
-            print(f"local S3 at {s3.endpoint_url} (buckets: {', '.join(buckets) or 'none'})", flush=True)
+            # one place for the pods' local metadata, kept (or removed) with the S3 data
+            env.setdefault("METAFLOW_DATASTORE_SYSROOT_LOCAL", str(local_md))
+            print(f"local S3 at {s3.endpoint_url} (buckets: {', '.join(buckets) or 'none'}; "
+                  f"data in {getattr(s3, 'data_dir', work_dir / 's3')}{'' if keep else ', removed after the run: --keep keeps it'})",
+                  flush=True)
         result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
                               timeout=args.timeout, validate=not args.no_validate,
-                              private_tmp=not args.shared_tmp)
+                              private_tmp=not args.shared_tmp, force_env=force_env or None,
+                              node_capacity=capacity or None)
     except (WorkflowError, OSError, yaml.YAMLError) as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:
@@ -119,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Workflow {result.workflow_name}: {result.status}"
           + (f" ({result.message})" if result.message and not result.succeeded else ""), flush=True)
     print(f"Metaflow run id: {result.run_id}", flush=True)
+    if args.user:
+        print(f"Metaflow namespace: user:{args.user}", flush=True)
+    if embedded and keep:
+        flow, root = _flow_facts(text)
+        print(_read_hint(flow, result.run_id, root, work_dir, Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"])),
+              flush=True)
     if result.succeeded and not keep:
         shutil.rmtree(work_dir, ignore_errors=True)
     else:

@@ -191,7 +191,8 @@ class PodRunner:
                  image_code_dir: str | None = None, on_event: ev.EventCallback = ev.null_callback,
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True,
-                 private_tmp: bool = True):
+                 private_tmp: bool = True, force_env: dict[str, str | None] | None = None,
+                 node_capacity: dict[str, str] | None = None):
         self.work_dir = Path(work_dir)
         self.base_env = dict(base_env)
         self.code_dir = Path(code_dir).resolve() if code_dir else None
@@ -202,6 +203,12 @@ class PodRunner:
         self.config_maps = config_maps or {}
         self.stream_logs = stream_logs
         self.private_tmp = private_tmp
+        # Applied after the container's own env (None = remove), e.g. ``mfargo run --user``.
+        self.force_env = dict(force_env or {})
+        # The one node's allocatable resources (None = unlimited): a pod requesting more
+        # stays Pending ("Unschedulable") until a Job/Argo deadline or the run ends.
+        self.node_capacity = {k: parse_quantity(str(v)) for k, v in (node_capacity or {}).items()}
+        self.pending: dict[str, str] = {}  # pod name -> why it cannot be scheduled
         self._warned_tmp: set[str] = set()
         self.hosts_file = self.work_dir / "hosts"
         self.hosts_file.touch()
@@ -262,6 +269,20 @@ class PodRunner:
                 log.write(f"runner: {e}\n".encode())
                 return result
             self._write_pod_json(pod, pod_dir, prepared)
+            unfit = self.unschedulable(pod)
+            if unfit:
+                # Kubernetes: the pod never starts, and its own activeDeadlineSeconds (counted
+                # from its start) never fires; a Job's deadline, Argo's or the run's does.
+                msg = f"0/1 nodes are available: {unfit}"
+                log.write(f"runner: Pending (Unschedulable): {msg}\n".encode())
+                self.on_event(ev.Event(ev.WARNING, node=pod.display or pod.name, pod=pod.name,
+                                       message=f"pod {pod.name} Pending (Unschedulable): {msg}"))
+                result.reason, result.message = "Unschedulable", msg
+                self.pending[pod.name] = msg
+                try:
+                    await asyncio.Event().wait()  # until cancelled
+                finally:
+                    self.pending.pop(pod.name, None)
             multi = len(all_containers) > 1
             body = self._body(pod, prepared, log, multi)
             try:
@@ -280,6 +301,19 @@ class PodRunner:
         finally:
             result.finished_at = time.time()
             log.close()
+
+    def unschedulable(self, pod: PodSpec) -> str:
+        """'Insufficient <resource>, ...' if the pod's requests exceed the node capacity."""
+        if not self.node_capacity:
+            return ""
+        need: dict[str, float] = {}
+        for c in pod.containers + pod.sidecars:
+            res = c.get("resources") or {}
+            for name in set(res.get("requests") or {}) | set(res.get("limits") or {}):
+                value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
+                need[name] = need.get(name, 0.0) + parse_quantity(str(value))
+        short = sorted(n for n, q in need.items() if n in self.node_capacity and q > self.node_capacity[n])
+        return ", ".join(f"Insufficient {n}" for n in short)
 
     # -- pieces ----------------------------------------------------------------
     def _volume_dirs(self, pod: PodSpec, pod_dir: Path) -> dict[str, Path]:
@@ -419,6 +453,11 @@ class PodRunner:
         env = dict(self.base_env)
         env.update(pod.extra_env)
         env.update(cenv)
+        for k, v in self.force_env.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
         env["HOSTNAME"] = pod.hostname or pod.name
         env.setdefault("TMPDIR", str(pod_dir / "tmp"))
         parts = [str(SITE_DIR)]

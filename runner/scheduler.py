@@ -463,7 +463,12 @@ class Executor:
                 else:
                     params = await coro
             except asyncio.TimeoutError:
-                return self.finish(node, FAILED, "Pod was active on the node longer than the specified deadline")
+                message = "Pod was active on the node longer than the specified deadline"
+                pending = dict(self.jobsets.pods.pending)
+                if pending:  # say why: its gang never started
+                    message += " (%d pod(s) never scheduled: %s)" % (len(pending), "; ".join(
+                        "%s: %s" % kv for kv in sorted(pending.items())))
+                return self.finish(node, FAILED, message)
             except ResourceError as e:
                 return self.finish(node, FAILED, str(e))
             node.outputs = {"parameters": params}

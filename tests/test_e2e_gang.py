@@ -174,3 +174,47 @@ def test_gang_faults_retry_with_a_new_jobset(mf_env, tmp_path):
     assert got["train_a0"] == {"successful": True, "finished": True, "attempt": 0, "note": "control attempt 0"}
     # the control of `killed` died by SIGKILL on attempt 0: that attempt never finished
     assert got["killed_a0"]["successful"] is False and got["killed_a0"]["attempt"] == 0
+
+
+NEVER_SCHEDULED = """
+from metaflow import FlowSpec, step, parallel, resources, timeout
+
+class GangPendingFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @resources(gpu=1)
+    @timeout(seconds=4)
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    GangPendingFlow()
+"""
+
+
+def test_gang_that_is_never_scheduled_fails_at_its_deadline(mf_env, tmp_path):
+    c = compile_flow(tmp_path, mf_env, NEVER_SCHEDULED)
+    t0 = time.monotonic()
+    result, rec = c.run(timeout=90, node_capacity={"nvidia.com/gpu": "0"})
+    took = time.monotonic() - t0
+    assert result.status == "Failed", tail(result, rec)
+    assert took < 45, took
+    [js] = result.jobsets.values()
+    assert js["status"]["replicatedJobsStatus"][0]["succeeded"] == 0
+    text = "\n".join(rec.lines())
+    assert "Pending (Unschedulable): 0/1 nodes are available: Insufficient nvidia.com/gpu" in text
+    assert "longer than the specified deadline (2 pod(s) never scheduled: " in result.message, result.message
+    assert "Insufficient nvidia.com/gpu" in result.message
+    assert "join" not in {n.display_name for n in result.nodes.values()}

@@ -66,9 +66,6 @@ def test_recursive_switch_iterations_are_t_r0_r1_r2(loop_run):
     assert len(loops) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="compiler bug: the step after a recursive switch reads input path "
-                   "loop/t<ctx> (templates/wiring.py static_paths via compiler/graph.py _inputs -> FromParents) "
-                   "instead of the loop's last iteration {{tasks.loop.outputs.parameters.task-id}} (t-r2)")
 def test_step_after_recursion_reads_the_last_iteration(loop_run):
     result, rec, got = loop_run
     assert result.status == "Succeeded", tail(result, rec)

@@ -1,0 +1,108 @@
+"""E2E: `mfargo run` in a subprocess — -p strings, --run-id-file, --user NAME (the run
+lands in namespace user:NAME), and the embedded S3 default (no endpoint configured:
+a SeaweedFS for the run, its bucket from the YAML, --keep, --serve-s3 to read it back)."""
+import os
+import subprocess
+import sys
+import time
+
+from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
+
+FLOW = """
+from metaflow import FlowSpec, Parameter, JSONType, step, current
+
+class CliFlow(FlowSpec):
+    n = Parameter("n", default=1, type=int)
+    on = Parameter("on", default=True, type=bool)
+    cfg = Parameter("cfg", default='{}', type=JSONType)
+
+    @step
+    def start(self):
+        self.got = [self.n, self.on, self.cfg]
+        self.user = current.username
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    CliFlow()
+"""
+
+
+def _cli(args, env, timeout=180):
+    return subprocess.run([sys.executable, "-m", "mfargo.cli", "run", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_user_namespace_params_and_run_id_file(mf_env, tmp_path):
+    c = compile_flow(tmp_path, mf_env, FLOW)
+    rid = tmp_path / "out" / "run-id"
+    proc = _cli([c.yaml_path, "--code-dir", c.code_dir, "--user", "alice", "--run-id-file", rid,
+                 "--backoff-scale", "0.01", "--timeout", "150", "-p", "n=5", "-p", "on=False",
+                 "-p", 'cfg={"k": [1, 2]}'], mf_env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    run_id = rid.read_text().strip()
+    assert run_id.startswith("argo-cliflow-")
+    assert f"Metaflow run id: {run_id}" in proc.stdout and "Metaflow namespace: user:alice" in proc.stdout
+    assert "local S3 at" not in proc.stdout  # an endpoint is configured: no embedded server
+    got = c.client("""
+        namespace("user:alice")
+        run = Run(sys.argv[1])
+        out = {"ok": run.successful, "got": run["start"].task.data.got, "user": run["start"].task.data.user,
+               "tags": sorted(run.system_tags)}
+        namespace("user:argo-workflows")
+        try:
+            Run(sys.argv[1]); out["other_ns"] = True
+        except Exception:
+            out["other_ns"] = False
+        print(json.dumps(out))
+    """, "CliFlow/" + run_id, namespace_user="alice")
+    assert got["ok"] is True and got["got"] == [5, False, {"k": [1, 2]}]
+    assert got["user"] == "alice" and "user:alice" in got["tags"]
+    assert got["other_ns"] is False
+    # a failing run still writes the run id file
+    rid.unlink()
+    proc = _cli([c.yaml_path, "--code-dir", c.code_dir, "--run-id-file", rid, "--quiet",
+                 "-p", "n=notanint", "--timeout", "60"], mf_env)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert rid.read_text().strip().startswith("argo-cliflow-")
+
+
+def test_cli_embedded_s3_keep_and_serve(mf_env, tmp_path):
+    env = {k: v for k, v in mf_env.items() if not k.startswith(("METAFLOW_S3_", "AWS_ACCESS", "AWS_SECRET"))}
+    env.pop("METAFLOW_DATASTORE_SYSROOT_LOCAL")
+    c = compile_flow(tmp_path, env, FLOW)
+    assert "METAFLOW_S3_ENDPOINT_URL" not in c.yaml_path.read_text()
+    work = tmp_path / "work"
+    proc = _cli([c.yaml_path, "--code-dir", c.code_dir, "--work-dir", work, "--backoff-scale", "0.01",
+                 "--timeout", "150", "-p", "n=3"], env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert "local S3 at http://127.0.0.1:" in out and "buckets: mfargo-test" in out
+    assert "Read this run with Metaflow's client" in out and "--serve-s3 %s" % (work / "s3") in out
+    run_id = out.split("Metaflow run id: ")[1].split()[0]
+    assert (work / "s3" / "filer").is_dir() and (work / "metaflow-local").is_dir()
+    # serve the kept data again and read the run with the printed env
+    serve = subprocess.Popen([sys.executable, "-m", "mfargo.cli", "run", "--serve-s3", str(work / "s3")],
+                             env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        exports = {}
+        deadline = time.monotonic() + 60
+        while "AWS_SECRET_ACCESS_KEY" not in exports and time.monotonic() < deadline:
+            line = serve.stdout.readline()
+            assert line, "serve-s3 exited"
+            if line.startswith("export "):
+                k, v = line[len("export "):].strip().split("=", 1)
+                exports[k] = v
+        read_env = dict(env, **exports, METAFLOW_DATASTORE_SYSROOT_LOCAL=str(work / "metaflow-local"))
+        c.env = read_env
+        got = c.client("""
+            run = Run(sys.argv[1])
+            print(json.dumps({"ok": run.successful, "got": run["start"].task.data.got}))
+        """, "CliFlow/" + run_id)
+        assert got == {"ok": True, "got": [3, True, {}]}
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
