@@ -108,12 +108,17 @@ def retry_count(retry: ir.Retry) -> str:
     return expr.RETRIES if retry.total else "0"
 
 
-def step_metadata(step: ir.Step, retry: ir.Retry) -> m.Metadata:
+def step_metadata(step: ir.Step, retry: ir.Retry) -> m.Metadata | None:
+    """Pod labels/annotations from @kubernetes, and the attempt when there can be several.
+
+    The step name needs no annotation: Argo names each pod after its template.
+    """
     annotations = dict(step.compute.annotations)
-    annotations[Label.STEP_NAME] = step.name
     if retry.total:
         annotations[Label.ATTEMPT] = retry_count(retry)
-    return m.Metadata(labels=dict(step.compute.labels) or None, annotations=annotations)
+    if not annotations and not step.compute.labels:
+        return None
+    return m.Metadata(labels=dict(step.compute.labels) or None, annotations=annotations or None)
 
 
 def pod_spec_patch(compute: ir.Compute) -> str | None:
