@@ -34,6 +34,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             scope=shape.scope,
             foreach_entry=shape.foreach_entry,
             gang=shape.gang,
+            placement=decos.placement(node.decorators),
             recursive=shape.recursive,
             switch_cases=shape.switch_cases,
             condition=shape.condition,

@@ -80,7 +80,7 @@ class StepCall:
     step: str
     run_id: str
     task_id: Token
-    retry_count: str
+    retry_count: Token | None  # None: the first and only attempt (Metaflow's default 0)
     max_user_code_retries: int
     step_args: tuple[str, ...]
     split_index: Token | None = None
@@ -143,8 +143,8 @@ def metaflow_call(call: StepCall) -> Line:
         Raw("--task-id"), call.task_id,
         Raw("--input-paths-filename"), Var(PATHS_FILE),
     ]  # fmt: skip
-    if call.retry_count != "0":  # 0 is Metaflow's default for both
-        tokens += [Raw("--retry-count"), Lit(call.retry_count)]
+    if call.retry_count is not None:
+        tokens += [Raw("--retry-count"), call.retry_count]
     if call.max_user_code_retries:
         tokens += [Raw("--max-user-code-retries"), Lit(str(call.max_user_code_retries))]
     if call.split_index is not None:
@@ -164,6 +164,20 @@ def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args)
     tokens += [Raw("init"), Raw("--run-id"), Lit(run_id), Raw("--task-id"), Lit(task_id)]
     tokens += [Lit(a) for a in step_args]
     return tuple(tokens)
+
+
+def gang_attempt(argo_retries: str | None, max_restarts: int) -> tuple[list[Line], Token | None]:
+    """Metaflow's attempt for a gang pod: Argo retries and JobSet gang restarts both count.
+
+    Argo retry r creates a new JobSet whose restart attempts k run 0..max_restarts, so
+    attempt = r * (max_restarts + 1) + k: unique and increasing. Returns the lines that
+    set up the shell variables, and the token for --retry-count.
+    """
+    if not max_restarts:
+        return [], (Lit(argo_retries) if argo_retries else None)
+    setup = [(Cat((Raw("argo_retries="), Lit(argo_retries or "0"))),)]
+    attempt = Raw('"$((argo_retries * %d + ${%s:-0}))"' % (max_restarts + 1, Env.JOBSET_RESTART_ATTEMPT))
+    return setup, attempt
 
 
 # Control is split 0 (MF_CONTROL_INDEX=0), worker i is split i+1: Metaflow's contract.

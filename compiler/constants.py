@@ -64,6 +64,8 @@ class JobSetKey:
     JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
     RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
     JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+    EXCLUSIVE_TOPOLOGY: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+    KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"  # Kueue's label, read on the JobSet
     API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
     KIND: Final = "JobSet"
     CONTROL_JOB: Final = "control"

@@ -11,7 +11,7 @@ from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR
 from .errors import CompileError
 
 # Decorators whose job mfargo's YAML does itself; never forwarded with --with.
-_NOT_FORWARDED = {"kubernetes", "parallel", "argo_workflows_internal", INTERNAL_DECORATOR}
+_NOT_FORWARDED = {"kubernetes", "parallel", "jobset", "argo_workflows_internal", INTERNAL_DECORATOR}
 _QOS = ("Guaranteed", "Burstable")
 _GPU_VENDORS = ("nvidia", "amd")
 
@@ -85,6 +85,17 @@ def retry(decorators) -> ir.Retry:
         if deco.name == "retry":
             minutes = int(deco.attributes.get("minutes_between_retries") or 0)
     return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes)
+
+
+def placement(decorators) -> ir.GangPlacement:
+    deco = _find(decorators, "jobset")
+    if deco is None:
+        return ir.GangPlacement()
+    return ir.GangPlacement(
+        queue=deco.attributes.get("queue") or None,
+        exclusive_topology=deco.attributes.get("exclusive_topology") or None,
+        max_restarts=int(deco.attributes.get("max_restarts") or 0),
+    )
 
 
 def timeout_seconds(decorators) -> int:

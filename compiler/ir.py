@@ -121,6 +121,15 @@ class Retry:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GangPlacement:
+    """@jobset: Kueue queue, exclusive topology and whole-gang restarts of a @parallel step."""
+
+    queue: str | None = None
+    exclusive_topology: str | None = None
+    max_restarts: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Step:
     """One Metaflow step and everything needed to run its task(s)."""
 
@@ -131,6 +140,7 @@ class Step:
     scope: str | None  # the foreach splitter whose body holds this step; None = top level
     foreach_entry: bool = False  # first step of a foreach body: gets --split-index
     gang: bool = False  # a @parallel step: runs as a JobSet
+    placement: GangPlacement = field(default_factory=GangPlacement)
     recursive: bool = False  # a switch step that can choose itself
     switch_cases: tuple[str, ...] = ()
     condition: tuple[tuple[str, str], ...] = ()  # switch choices this step needs, in its scope

@@ -6,7 +6,7 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, Param
 
-from . import common, expr, wiring
+from . import expr, wiring
 
 CTX = expr.input_param(Param.CTX)
 
@@ -36,13 +36,23 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
         sh.Lit(naming.gang_task_id("", expr.input_param(Param.ENTROPY), "")),
         sh.Var(Env.TASK_ID_SUFFIX),
     ))
+    setup, attempt = sh.gang_attempt(_argo_retries(step), step.placement.max_restarts)
     call = _call(step, wf, task_id, split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
-                 num_parallel=expr.input_param(Param.NUM_PARALLEL))
+                 num_parallel=expr.input_param(Param.NUM_PARALLEL), retry_count=attempt)
+    lines += setup
     lines.append(sh.metaflow_call(call))
     return sh.bash(lines)
 
 
-def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None) -> sh.StepCall:
+def _argo_retries(step: ir.Step) -> str | None:
+    """`{{retries}}` exists only when the template has a retryStrategy."""
+    return expr.RETRIES if step.retry.total else None
+
+
+def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retry_count=None) -> sh.StepCall:
+    restarts = step.placement.max_restarts if step.gang else 0
+    if retry_count is None and _argo_retries(step):
+        retry_count = sh.Lit(_argo_retries(step))
     return sh.StepCall(
         script=wf.script,
         top_level_args=wf.top_level_args,
@@ -50,8 +60,8 @@ def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None) -> s
         step=step.name,
         run_id=wiring.RUN_ID,
         task_id=task_id,
-        retry_count=common.retry_count(step.retry),
-        max_user_code_retries=step.retry.user_retries,
+        retry_count=retry_count,
+        max_user_code_retries=(step.retry.user_retries + 1) * (restarts + 1) - 1,
         step_args=wf.step_args,
         split_index=split_index,
         ubf_context=ubf,

@@ -139,3 +139,11 @@ def test_existing_file_is_kept_on_error(tmp_path):
     out.write_text("previous\n")
     proc = compile_file(write_flow(tmp_path, flow("        pass\n", "    @batch\n")), "--output-file", str(out), "--code-in-image", "/app", check=False)
     assert proc.returncode != 0 and out.read_text() == "previous\n"
+
+
+def test_code_package_needs_a_remote_datastore(tmp_path):
+    out = tmp_path / "out.yaml"
+    proc = compile_file(write_flow(tmp_path, flow("        pass\n")), "--output-file", str(out),
+                        top_args=("--datastore=local",), check=False)
+    assert proc.returncode != 0 and not out.exists() and "Traceback" not in proc.stderr
+    assert "--code-in-image" in proc.stderr

@@ -230,3 +230,53 @@ def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
     manifest = train["resource"]["manifest"]
     assert "--retry-count '{{retries}}'" in manifest
     assert "--max-user-code-retries" not in manifest  # 0 user retries: @catch runs on the first failure
+
+
+JOBSET_PLACEMENT = """
+from metaflow import FlowSpec, step, parallel, retry, jobset
+class G(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+    @jobset(queue="team-a", exclusive_topology="cloud.google.com/gke-nodepool", max_restarts=2)
+    @retry(times=1)
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    G()
+"""
+
+
+def test_jobset_decorator_places_and_restarts_the_gang(tmp_path):
+    doc = compile_source(tmp_path, JOBSET_PLACEMENT, "--code-in-image", "/app")[0]
+    manifest = templates(doc)["train"]["resource"]["manifest"]
+    js = yaml.safe_load(manifest.replace("{{", "<").replace("}}", ">"))
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 2}
+    # Argo retry r, gang restart k: Metaflow attempt r * 3 + k.
+    container = yaml.safe_load(re.sub(r"replicas: \{\{[^}]+\}\}", "replicas: 0", manifest))["spec"]["replicatedJobs"][0]
+    command = container["template"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    for retries, restart, attempt in [("0", "0", 0), ("0", "2", 2), ("1", "1", 4)]:
+        values = dict(VALUES, **{"inputs.parameters.num-parallel": "2", "retries": retries})
+        env = {"TASK_ID_PREFIX": "control", "TASK_ID_SUFFIX": "0", "MF_CONTROL_INDEX": "0",
+               "UBF_CONTEXT": "ubf_control", "JOBSET_RESTART_ATTEMPT": restart}
+        [call] = run_pod(tmp_path, command, values, env=env)
+        assert opt(call["argv"], "--retry-count") == str(attempt)
+        assert opt(call["argv"], "--max-user-code-retries") == "5"  # (1 + 1) * (2 + 1) - 1
+
+
+def test_jobset_decorator_needs_parallel(tmp_path):
+    from flowtools import write_flow
+
+    source = JOBSET_PLACEMENT.replace("    @parallel\n", "").replace("num_parallel=2", "")
+    proc = compile_file(write_flow(tmp_path, source), "--code-in-image", "/app", check=False)
+    assert proc.returncode != 0 and "@jobset" in proc.stderr and "Traceback" not in proc.stderr

@@ -229,10 +229,16 @@ def _code_package(obj, upload: bool):
     """Metaflow's content-addressed code package: its URL is known before any upload."""
     from hashlib import sha1
 
-    from mfargo.compiler.ir import CodeSource
-
     from metaflow.package import MetaflowPackage
 
+    from mfargo.compiler import CompileError
+    from mfargo.compiler.ir import CodeSource
+
+    if obj.flow_datastore.TYPE == "local":
+        raise CompileError(
+            "pods cannot download a code package from a local datastore: use --code-in-image DIR, "
+            "or a remote datastore (--datastore=s3)"
+        )
     package = MetaflowPackage(obj.flow, obj.environment, obj.echo, suffixes=obj.package_suffixes)
     blob = package.blob
     blob = blob.getvalue() if hasattr(blob, "getvalue") else blob

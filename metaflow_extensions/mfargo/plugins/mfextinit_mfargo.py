@@ -4,6 +4,9 @@ to the commands the generated YAML runs.
 """
 
 CLIS_DESC = [("argo-workflows", ".argo_cli.cli")]
-STEP_DECORATORS_DESC = [("mfargo_internal", ".pod_hooks.MfargoInternalDecorator")]
+STEP_DECORATORS_DESC = [
+    ("mfargo_internal", ".pod_hooks.MfargoInternalDecorator"),
+    ("jobset", ".jobset_decorator.JobSetDecorator"),
+]
 # Metaflow's Deployer API (`Deployer(...).argo_workflows()`) drives mfargo's commands.
 DEPLOYER_IMPL_PROVIDERS_DESC = [("argo-workflows", ".deployer.MfargoArgoWorkflowsDeployer")]
