@@ -38,18 +38,24 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     if step.retry.total:
         annotations[Label.ATTEMPT] = expr.RETRIES
     pod_metadata = {"labels": labels, "annotations": annotations}
+    placement = step.placement
+    jobset_labels = {**labels, JobSetKey.KUEUE_QUEUE: placement.queue} if placement.queue else labels
+    jobset_annotations = annotations
+    if placement.exclusive_topology:
+        jobset_annotations = {**annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}
     shared_env = _shared_env(step, wf, name)
     container, pod_spec = _pod(step, wf, name)
     # No metadata.namespace: the JobSet lives in the Workflow's namespace, as its owner must.
     return {
         "apiVersion": JobSetKey.API_VERSION,
         "kind": JobSetKey.KIND,
-        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "metadata": {"name": name, "labels": jobset_labels, "annotations": jobset_annotations},
         "spec": {
             # Workers resolve the control pod's name while it is still starting.
             "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
             "successPolicy": {"operator": "All"},
-            "failurePolicy": {"maxRestarts": 0},
+            # A restart re-runs the whole gang; pods see it as Metaflow's next attempt.
+            "failurePolicy": {"maxRestarts": placement.max_restarts},
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
                 _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, pod_spec, container, shared_env + _role_env(True)),
