@@ -1,6 +1,8 @@
 """E2E: every Parameter type, passed as the strings `argo submit -p` would pass."""
 import pytest
 
+from mfargo.runner.model import WorkflowError
+
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
 FLOW = """
@@ -41,6 +43,8 @@ def test_every_parameter_type(mf_env, tmp_path):
     c = compile_flow(tmp_path, mf_env, FLOW)
     declared = {p["name"]: p.get("value") for p in c.doc["spec"]["arguments"]["parameters"]}
     assert set(declared) == {"s", "i", "f", "b", "j", "n", "req"}
+    with pytest.raises(WorkflowError, match="req"):  # required, no default: argo submit needs -p
+        c.run({"s": "x"})
     result, rec = c.run({"s": "hello world", "i": "7", "f": "2.5", "b": "False", "j": '{"a": 1}', "req": "42"})
     assert result.status == "Succeeded", tail(result, rec)
     got = c.client(READ, "ParamsFlow/" + result.run_id)
