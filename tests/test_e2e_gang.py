@@ -84,6 +84,20 @@ FAULTS = """
 import os, time
 from metaflow import FlowSpec, step, parallel, retry, current
 
+def wait_for_control_attempt_0():
+    from metaflow import Task, namespace
+    namespace(None)
+    path = "/".join((current.flow_name, current.run_id, current.step_name,
+                     os.environ["MF_PARALLEL_CONTROL_TASK_ID"]))
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if Task(path, attempt=0).finished:
+                return
+        except Exception:
+            pass
+        time.sleep(0.3)
+
 class GangFaultFlow(FlowSpec):
     @step
     def start(self):
@@ -97,7 +111,7 @@ class GangFaultFlow(FlowSpec):
         self.attempt = current.retry_count
         self.control_note = "control attempt %d" % current.retry_count
         if current.retry_count == 0 and self.rank == 1:
-            time.sleep(4)  # the control finishes attempt 0 first
+            wait_for_control_attempt_0()  # so that attempt's data exist to be read back
             os._exit(3)
         self.next(self.train_join)
 
