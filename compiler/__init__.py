@@ -15,7 +15,7 @@ from .constants import Env, Label
 from .errors import CompileError
 from .options import CompileOptions
 
-__all__ = ["compile_flow", "CompileError", "CompileOptions"]
+__all__ = ["compile_flow", "with_code_package", "CompileError", "CompileOptions"]
 
 
 def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
@@ -69,6 +69,19 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         description=graph.doc or None,
         jobset_ttl_seconds=options.jobset_ttl_seconds,
     )
+
+
+def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:
+    """Pods fetch Metaflow's code package; tasks record it (Task.code) from these env vars."""
+    from dataclasses import replace
+
+    env = (
+        ("METAFLOW_CODE_URL", code.package_url),
+        ("METAFLOW_CODE_SHA", code.package_sha),
+        ("METAFLOW_CODE_DS", code.package_datastore),
+        ("METAFLOW_CODE_METADATA", code.package_metadata),
+    )
+    return replace(wf, code=code, env=wf.env + tuple((k, v) for k, v in env if v))
 
 
 def _script_path(flow) -> str:

@@ -170,7 +170,9 @@ class CodeSource:
     image_dir: str | None = None  # --code-in-image DIR
     package_url: str | None = None
     package_sha: str | None = None
-    package_commands: tuple[str, ...] = ()  # Metaflow's own download + unpack commands
+    package_datastore: str | None = None
+    package_metadata: str | None = None
+    package_commands: tuple[str, ...] = ()  # download + unpack, from Metaflow's parts
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -70,7 +70,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
            notify_pager_duty_integration_key_secret, notify_image, notify_slack_webhook_url,
            notify_pager_duty_integration_key):
     from mfargo import output, pipeline
-    from mfargo.compiler import CompileError
+    from mfargo.compiler import CompileError, with_code_package
 
     try:
         if notify_slack_webhook_url or notify_pager_duty_integration_key:
@@ -96,7 +96,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         if not code_in_image:
             # Only a flow that compiles is packaged (and, unless --only-yaml or --check, uploaded).
             upload = (deploy or bool(output_file)) and not only_yaml and not check
-            workflow = replace(workflow, code=_code_package(obj, upload=upload))
+            workflow = with_code_package(workflow, _code_package(obj, upload=upload))
         docs = cluster_cli.finish(obj, pipeline.documents(workflow), deploy, only_json)
         if deploy:
             return
@@ -247,8 +247,33 @@ def _code_package(obj, upload: bool):
     url = store._storage_impl.full_uri(store._storage_impl.path_join(store._prefix, sha[:2], sha))
     if upload:
         [(url, sha)] = obj.flow_datastore.save_data([blob], len_hint=1)
-    commands = obj.environment.get_package_commands(url, obj.flow_datastore.TYPE, package.package_metadata)
-    return CodeSource(package_url=url, package_sha=sha, package_commands=tuple(commands))
+    return CodeSource(
+        package_url=url,
+        package_sha=sha,
+        package_datastore=obj.flow_datastore.TYPE,
+        package_metadata=package.package_metadata,
+        package_commands=_fetch_commands(obj.environment, url, obj.flow_datastore.TYPE, package.package_metadata),
+    )
+
+
+def _fetch_commands(environment, url: str, datastore: str, metadata: str) -> tuple[str, ...]:
+    """Download and unpack the package in the pod, from Metaflow's own command parts.
+
+    Metaflow writes these for a script wrapped in `bash -c "..."` (its `\\"` escapes);
+    the shlex pass below is that wrapping undone once, so they run as plain lines.
+    """
+    import shlex
+
+    from metaflow.package import MetaflowPackage
+
+    commands = ["mkdir -p metaflow", "cd metaflow", environment._get_download_code_package_cmd(url, datastore)]
+    commands += MetaflowPackage.get_extract_commands(metadata, "job.tar", dest_dir=".")
+    for key, value in MetaflowPackage.get_post_extract_env_vars(metadata, dest_dir="$(pwd)").items():
+        if key.endswith(":"):  # Metaflow's convention: replace the variable
+            commands.append("export %s=%s" % (key[:-1], value))
+        else:  # prepend to it
+            commands.append("export %s=%s:$(printenv %s)" % (key, value, key))
+    return tuple(shlex.split('bash -c "%s"' % c)[2] for c in commands)
 
 
 from . import cluster_cli  # noqa: E402 - deploy, trigger, status, ... (needs the group above)
