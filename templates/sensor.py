@@ -66,8 +66,8 @@ def build(wf: ir.Workflow) -> dict | None:
     template = {
         "metadata": {"labels": {Label.NAME: "metaflow-sensor", Label.PART_OF: Label.METAFLOW},
                      "annotations": annotations},
-        "container": {"name": "main",
-                      "resources": {"requests": dict(SENSOR_RESOURCES), "limits": dict(SENSOR_RESOURCES)}},
+        # Argo Events' sensor container type has no `name` (core's V1Container adds one).
+        "container": {"resources": {"requests": dict(SENSOR_RESOURCES), "limits": dict(SENSOR_RESOURCES)}},
         "serviceAccountName": trig.service_account,
     }
     mapped = []  # (event, parameter, payload key), each parameter once

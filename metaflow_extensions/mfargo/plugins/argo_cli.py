@@ -47,7 +47,8 @@ def argo_workflows(obj, name=None):
 @click.option("--cron-schedule-field", type=click.Choice(["schedules", "schedule"]), default="schedules",
               show_default=True, help="CronWorkflow field: the list (Argo >= 3.6) or the singular one (older).")
 @click.option("--workflow", "emit_workflow", is_flag=True, default=False,
-              help="Also emit a `kind: Workflow` running the template (for `argo submit`).")
+              help="Also emit a `kind: Workflow` running the template (generateName: for `argo submit` "
+                   "or `kubectl create`, which `kubectl apply` refuses).")
 @click.option("--service-account", default=None,
               help="Service account of the runs the bundle creates; subject of the JobSet RoleBinding "
                    "(default: the namespace's `default`).")
