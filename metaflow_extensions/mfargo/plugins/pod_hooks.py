@@ -34,6 +34,7 @@ class MfargoInternalDecorator(StepDecorator):
     ):
         self._run_id = run_id
         self._task_id = task_id
+        _expose_trigger()
         if graph[step_name].parallel_step and "MF_WORLD_SIZE" in os.environ:
             _setup_parallel_env(ubf_context, float(self.attributes["hostname_resolution_timeout"]))
 
@@ -63,6 +64,33 @@ class MfargoInternalDecorator(StepDecorator):
         for name, value in outputs.items():
             with open(os.path.join(out_dir, name), "w") as f:
                 f.write(value)
+
+
+EVENT_PREFIX = "METAFLOW_ARGO_EVENT_PAYLOAD_"  # + <type>_<name>, set from the Sensor's parameters
+
+
+def _expose_trigger():
+    """current.trigger for runs an Argo Events Sensor started: one entry per event payload."""
+    from metaflow import current
+    from metaflow.events import Trigger
+
+    events = []
+    for key, payload in sorted(os.environ.items()):
+        if not key.startswith(EVENT_PREFIX) or payload in ("", "null"):
+            continue
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        events.append({
+            "timestamp": data.get("timestamp"),
+            "id": data.get("id"),
+            "name": data.get("name"),
+            "type": key[len(EVENT_PREFIX):].split("_", 1)[0],
+        })
+    if events:
+        current._update_env({"trigger": Trigger(events)})
 
 
 def _gang_task_ids():
