@@ -1,7 +1,6 @@
 """E2E: `mfargo run` in a subprocess — -p strings, --run-id-file, --user NAME (the run
 lands in namespace user:NAME), and the embedded S3 default (no endpoint configured:
 a SeaweedFS for the run, its bucket from the YAML, --keep, --serve-s3 to read it back)."""
-import os
 import subprocess
 import sys
 import time

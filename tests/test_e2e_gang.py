@@ -3,7 +3,6 @@ exits non-zero, a control killed by SIGKILL, a gang that never gets scheduled)."
 import re
 import time
 
-import pytest
 
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 

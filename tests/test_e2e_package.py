@@ -1,7 +1,6 @@
 """E2E: the code-package mode. Compiled without --code-in-image, `--output-file` uploads
 Metaflow's code package to the (loopback) S3 datastore; the pods download and unpack it
 as they would on a cluster, so the run needs no code directory at all."""
-import pytest
 import yaml
 
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from flowtools import compile_file, compile_source, script, templates, write_flow
 
@@ -147,3 +146,4 @@ def test_code_package_needs_a_remote_datastore(tmp_path):
                         top_args=("--datastore=local",), check=False)
     assert proc.returncode != 0 and not out.exists() and "Traceback" not in proc.stderr
     assert "--code-in-image" in proc.stderr
+

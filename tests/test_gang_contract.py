@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, script, templates
+from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, templates
 
 FAKE_PYTHON = """#!/bin/bash
 # Records the Metaflow command line and the input paths it would read.
