@@ -37,7 +37,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             entrypoint=entrypoint,
             arguments=_arguments(wf),
             parallelism=wf.max_workers,
-            active_deadline_seconds=m.IntOrString(wf.timeout_seconds) if wf.timeout_seconds else None,
+            active_deadline_seconds=wf.timeout_seconds,
             priority=wf.priority,
             pod_metadata=m.Metadata(
                 labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-task"},

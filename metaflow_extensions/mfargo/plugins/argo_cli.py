@@ -6,6 +6,7 @@ objects and config, then writes or prints the result. Errors are one line, exit 
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 
@@ -104,6 +105,12 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         text = pipeline.as_json(docs) if only_json else pipeline.as_yaml(docs)
     except CompileError as e:
         click.secho("mfargo: %s" % e, fg="red", err=True)
+        sys.exit(1)
+    except Exception as e:  # a bug in mfargo: still one line, and nothing written
+        if os.environ.get("MFARGO_DEBUG"):
+            raise
+        click.secho("mfargo: internal error (please report; MFARGO_DEBUG=1 shows the traceback): %s: %s"
+                    % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""), fg="red", err=True)
         sys.exit(1)
     if check:
         sys.exit(_check(output_file, text))
