@@ -267,6 +267,9 @@ class Notify:
     on_success: bool = False
     slack: SecretRef | None = None
     pager_duty: SecretRef | None = None
+    incident_io: SecretRef | None = None  # API key
+    incident_io_source: str | None = None  # alert source config id (not a secret)
+    incident_io_metadata: tuple[tuple[str, str], ...] = ()
     image: str = "python:3.11"
 
 

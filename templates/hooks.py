@@ -21,6 +21,10 @@ EXIT_HOOK_MODULE = "metaflow.plugins.exit_hook.exit_hook_script"
 
 SLACK_URL_ENV = "SLACK_WEBHOOK_URL"
 PAGER_DUTY_KEY_ENV = "PAGER_DUTY_ROUTING_KEY"
+INCIDENT_IO_KEY_ENV = "INCIDENT_IO_API_KEY"
+INCIDENT_IO_SOURCE_ENV = "MFARGO_INCIDENT_IO_SOURCE"
+INCIDENT_IO_METADATA_ENV = "MFARGO_INCIDENT_IO_METADATA"
+DEDUP_ENV = "MFARGO_NOTIFY_DEDUP_KEY"
 TEXT_ENV = "MFARGO_NOTIFY_TEXT"
 PD_ACTION_ENV = "MFARGO_PAGER_DUTY_ACTION"
 
@@ -40,6 +44,14 @@ else:
 req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
 urllib.request.urlopen(req, timeout=30).read()
 """ % (TEXT_ENV, PAGER_DUTY_KEY_ENV, PD_ACTION_ENV)
+
+INCIDENT_IO_SCRIPT = """import json, os, urllib.request
+body = {"title": os.environ["%s"], "status": os.environ["%s"], "deduplication_key": os.environ["%s"],
+        "metadata": json.loads(os.environ["%s"])}
+url = "https://api.incident.io/v2/alert_events/http/" + os.environ["%s"]
+headers = {"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["%s"]}
+urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers), timeout=30).read()
+""" % (TEXT_ENV, PD_ACTION_ENV, DEDUP_ENV, INCIDENT_IO_METADATA_ENV, INCIDENT_IO_SOURCE_ENV, INCIDENT_IO_KEY_ENV)
 
 NOTIFY_RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("128M")})
 
@@ -63,7 +75,7 @@ def build(wf: ir.Workflow) -> tuple[dict[str, dict], list[dict]]:
 def annotations(wf: ir.Workflow) -> dict[str, str]:
     notify = wf.deployment.notify
     channels = json.dumps({"slack": notify.slack is not None, "pager_duty": notify.pager_duty is not None,
-                           "incident_io": False})
+                           "incident_io": notify.incident_io is not None})
     out = {}
     if notify.on_error:
         out["metaflow/notify_on_error"] = channels
@@ -115,6 +127,16 @@ def _notify_templates(wf: ir.Workflow) -> list[tuple[str, bool, m.Template]]:
                 "notify-pager-duty-%s" % suffix, notify.image, PAGER_DUTY_SCRIPT,
                 [m.EnvVar(name=TEXT_ENV, value=text), m.EnvVar(name=PD_ACTION_ENV, value="change" if success else "trigger"),
                  _secret_env(PAGER_DUTY_KEY_ENV, notify.pager_duty)])))
+        if notify.incident_io:
+            metadata = json.dumps(dict(notify.incident_io_metadata), sort_keys=True)
+            out.append(("notify-incident-io-%s" % suffix, success, _notify_template(
+                "notify-incident-io-%s" % suffix, notify.image, INCIDENT_IO_SCRIPT,
+                [m.EnvVar(name=TEXT_ENV, value=text),
+                 m.EnvVar(name=PD_ACTION_ENV, value="resolved" if success else "firing"),
+                 m.EnvVar(name=DEDUP_ENV, value=run_pathspec(wf)),
+                 m.EnvVar(name=INCIDENT_IO_METADATA_ENV, value=metadata),
+                 m.EnvVar(name=INCIDENT_IO_SOURCE_ENV, value=notify.incident_io_source),
+                 _secret_env(INCIDENT_IO_KEY_ENV, notify.incident_io)])))
     return out
 
 

@@ -428,3 +428,21 @@ def test_bundle_bytes_are_stable(tmp_path):
     one = compile_file(flow, "--workflow").stdout
     two = compile_file(flow, "--workflow", env=clean_env(PYTHONHASHSEED="7")).stdout
     assert one == two and one.count("\n---\n") == 5
+
+
+def test_incident_io_alerts_read_the_api_key_from_a_secret(tmp_path):
+    flow = write_flow(tmp_path, flow_source(""))
+    out = compile_file(flow, "--notify-on-error", "--notify-incident-io-api-key-secret", "incident",
+                       "--incident-io-alert-source-config-id", "01ABC", "--incident-io-metadata", "team=ml").stdout
+    [wt] = list(yaml.safe_load_all(out))
+    templates = {t["name"]: t for t in wt["spec"]["templates"]}
+    assert set(wt["spec"]["hooks"]) == {"notify-incident-io-on-error"}
+    env = {e["name"]: e for e in templates["notify-incident-io-on-error"]["container"]["env"]}
+    assert env["INCIDENT_IO_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "incident", "key": "api-key"}}
+    assert env["MFARGO_INCIDENT_IO_SOURCE"]["value"] == "01ABC"
+    assert json.loads(env["MFARGO_INCIDENT_IO_METADATA"]["value"]) == {"team": "ml"}
+    assert json.loads(wt["metadata"]["annotations"]["metaflow/notify_on_error"])["incident_io"] is True
+    compile(templates["notify-incident-io-on-error"]["container"]["command"][2], "<notify>", "exec")
+    assert validation.validate_documents([wt]) == []
+    missing = compile_file(flow, "--notify-on-error", "--notify-incident-io-api-key-secret", "incident", check=False)
+    assert missing.returncode != 0 and "--incident-io-alert-source-config-id" in missing.stderr

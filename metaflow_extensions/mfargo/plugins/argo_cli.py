@@ -62,6 +62,10 @@ def argo_workflows(obj, name=None):
               help="Kubernetes Secret (key, default `url`) holding the Slack webhook URL.")
 @click.option("--notify-pager-duty-integration-key-secret", default=None, metavar="SECRET[:KEY]",
               help="Kubernetes Secret (key, default `integration-key`) holding the PagerDuty routing key.")
+@click.option("--notify-incident-io-api-key-secret", default=None, metavar="SECRET[:KEY]",
+              help="Kubernetes Secret (key, default 'api-key') holding the incident.io API key.")
+@click.option("--incident-io-alert-source-config-id", default=None, help="incident.io alert source config id.")
+@click.option("--incident-io-metadata", multiple=True, metavar="KEY=VALUE", help="Metadata on incident.io alerts.")
 @click.option("--notify-image", default=None, help="Image of the notification pods (needs python3; default: start step's).")
 @click.option("--notify-slack-webhook-url", default=None, hidden=True)
 @click.option("--notify-pager-duty-integration-key", default=None, hidden=True)
@@ -69,7 +73,8 @@ def argo_workflows(obj, name=None):
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
            workflow_timeout, workflow_priority, cron_schedule_field, emit_workflow, service_account, check, graph,
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
-           notify_pager_duty_integration_key_secret, notify_image, notify_slack_webhook_url,
+           notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
+           incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
            notify_pager_duty_integration_key):
     from mfargo import output, pipeline
     from mfargo.compiler import CompileError, with_code_package
@@ -94,6 +99,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         workflow = _with_deployment_options(
             workflow, cron_schedule_field, emit_workflow, service_account, notify_on_error, notify_on_success,
             notify_slack_webhook_url_secret, notify_pager_duty_integration_key_secret, notify_image,
+            (notify_incident_io_api_key_secret, incident_io_alert_source_config_id, incident_io_metadata),
         )
         if not code_in_image:
             # Only a flow that compiles is packaged (and, unless --only-yaml or --check, uploaded).
@@ -153,7 +159,7 @@ def _secret_ref(value, default_key: str, option: str):
 
 
 def _with_deployment_options(workflow, cron_field, emit_workflow, service_account, on_error, on_success,
-                             slack_secret, pager_duty_secret, notify_image):
+                             slack_secret, pager_duty_secret, notify_image, incident_io=(None, None, ())):
     """Create options and Metaflow's Argo Events config -> workflow.deployment."""
     from metaflow import metaflow_config
 
@@ -162,11 +168,23 @@ def _with_deployment_options(workflow, cron_field, emit_workflow, service_accoun
 
     slack = _secret_ref(slack_secret, "url", "--notify-slack-webhook-url-secret")
     pager_duty = _secret_ref(pager_duty_secret, "integration-key", "--notify-pager-duty-integration-key-secret")
-    if (on_error or on_success) and not (slack or pager_duty):
-        raise CompileError("--notify-on-error/--notify-on-success need --notify-slack-webhook-url-secret or "
-                           "--notify-pager-duty-integration-key-secret")
+    io_secret, io_source, io_metadata = incident_io
+    incident = _secret_ref(io_secret, "api-key", "--notify-incident-io-api-key-secret")
+    if incident and not io_source:
+        raise CompileError("incident.io alerts need --incident-io-alert-source-config-id")
+    metadata = []
+    for item in io_metadata or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CompileError("--incident-io-metadata takes KEY=VALUE, got %r" % item)
+        metadata.append((key, value))
+    if (on_error or on_success) and not (slack or pager_duty or incident):
+        raise CompileError("--notify-on-error/--notify-on-success need --notify-slack-webhook-url-secret, "
+                           "--notify-pager-duty-integration-key-secret or --notify-incident-io-api-key-secret")
     dep = workflow.deployment
     notify = Notify(on_error=on_error, on_success=on_success, slack=slack, pager_duty=pager_duty,
+                    incident_io=incident, incident_io_source=io_source if incident else None,
+                    incident_io_metadata=tuple(sorted(metadata)),
                     image=notify_image or workflow.steps[workflow.start].compute.image)
     triggers = dep.triggers
     if triggers is not None:
