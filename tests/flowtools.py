@@ -17,6 +17,12 @@ EXAMPLE_ARGS = ("--datastore=s3", "--datastore-root=s3://mfargo-examples/metaflo
 EXAMPLE_CREATE_ARGS = ("--code-in-image", "/app")
 
 
+def example_args(flow: Path) -> tuple[str, ...]:
+    """Create options for an example: the common ones, plus any in <example>.args."""
+    extra = flow.with_suffix(".args")
+    return EXAMPLE_CREATE_ARGS + (tuple(extra.read_text().split()) if extra.exists() else ())
+
+
 def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
     """The caller's env without Metaflow/AWS settings, so output depends on the flow alone."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("METAFLOW_", "AWS_", "MFARGO_"))}

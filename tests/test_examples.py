@@ -11,7 +11,7 @@ import os
 import pytest
 import yaml
 
-from flowtools import EXAMPLE_CREATE_ARGS, EXAMPLES, clean_env, compile_file
+from flowtools import EXAMPLE_CREATE_ARGS, EXAMPLES, clean_env, compile_file, example_args
 from mfargo import validation
 from shared_schemas import SHARED_AVAILABLE, run_shared_validator
 
@@ -20,7 +20,7 @@ FLOWS = sorted(p for p in EXAMPLES.glob("*.py"))
 
 @pytest.fixture(scope="module")
 def compiled():
-    return {flow.stem: compile_file(flow, *EXAMPLE_CREATE_ARGS).stdout for flow in FLOWS}
+    return {flow.stem: compile_file(flow, *example_args(flow)).stdout for flow in FLOWS}
 
 
 def test_there_are_examples():
