@@ -94,7 +94,7 @@ def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Li
     if code_dir:
         lines.append((Raw("cd"), Lit(code_dir)))
     else:
-        # Metaflow's own download-and-unpack commands for its code package.
+        # Download and unpack Metaflow's code package (commands built from Metaflow's parts).
         lines += [(Raw(cmd),) for cmd in package_commands]
     lines.append((Raw("%s=$(mktemp)" % PATHS_FILE),))
     return lines
