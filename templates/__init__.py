@@ -17,7 +17,7 @@ __all__ = ["build", "emit"]
 
 
 def build(wf: ir.Workflow) -> list[dict]:
-    template = workflow.build(wf).model_dump(exclude_none=True, by_alias=True, mode="json")
+    template = emit.plain(workflow.build(wf))
     _add_deployment(template, wf)
     docs = [template, cron.build(wf), sensor.build(wf), *rbac.build(wf), run_workflow(wf)]
     return [d for d in docs if d is not None]

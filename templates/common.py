@@ -103,9 +103,9 @@ def retry_strategy(retry: ir.Retry) -> m.RetryStrategy | None:
     return m.RetryStrategy(limit=m.IntOrString(retry.total), retry_policy="Always", backoff=backoff)
 
 
-def retry_count(retry: ir.Retry) -> str:
-    """The attempt number: `{{retries}}` exists only when a retryStrategy does."""
-    return expr.RETRIES if retry.total else "0"
+def attempt_tag(retry: ir.Retry) -> str | None:
+    """The attempt number as an Argo tag: `{{retries}}` exists only when a retryStrategy does."""
+    return expr.RETRIES if retry.total else None
 
 
 def step_metadata(step: ir.Step, retry: ir.Retry) -> m.Metadata | None:
@@ -114,8 +114,8 @@ def step_metadata(step: ir.Step, retry: ir.Retry) -> m.Metadata | None:
     The step name needs no annotation: Argo names each pod after its template.
     """
     annotations = dict(step.compute.annotations)
-    if retry.total:
-        annotations[Label.ATTEMPT] = retry_count(retry)
+    if attempt_tag(retry):
+        annotations[Label.ATTEMPT] = attempt_tag(retry)
     if not annotations and not step.compute.labels:
         return None
     return m.Metadata(labels=dict(step.compute.labels) or None, annotations=annotations or None)

@@ -13,6 +13,8 @@ from hera.workflows import models as m
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Label
 
+from . import emit
+
 HISTORY_LIMIT = 10000
 STARTING_DEADLINE_SECONDS = 3540
 
@@ -43,7 +45,7 @@ def build(wf: ir.Workflow) -> dict | None:
             ),
         ),
     )
-    doc = cron.model_dump(exclude_none=True, by_alias=True, mode="json")
+    doc = emit.plain(cron)
     if wf.deployment.bundle.cron_field == "schedule":
         doc["spec"]["schedule"] = doc["spec"].pop("schedules")[0]
     return doc

@@ -15,6 +15,8 @@ from hera.workflows import models as m
 from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 
+from . import emit
+
 ON_SUCCESS = "workflow.status == 'Succeeded'"
 ON_ERROR = "workflow.status == 'Error' || workflow.status == 'Failed'"
 EXIT_HOOK_MODULE = "metaflow.plugins.exit_hook.exit_hook_script"
@@ -68,8 +70,7 @@ def build(wf: ir.Workflow) -> tuple[dict[str, dict], list[dict]]:
         name: m.LifecycleHook(template=name, expression=ON_SUCCESS if success else ON_ERROR)
         for name, success, _ in pairs
     }
-    dump = lambda obj: obj.model_dump(exclude_none=True, by_alias=True, mode="json")  # noqa: E731
-    return {k: dump(v) for k, v in hooks.items()}, [dump(t) for _, _, t in pairs]
+    return {k: emit.plain(v) for k, v in hooks.items()}, [emit.plain(t) for _, _, t in pairs]
 
 
 def annotations(wf: ir.Workflow) -> dict[str, str]:

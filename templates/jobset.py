@@ -16,7 +16,7 @@ from hera.workflows import models as m
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, JobSetKey, Label, Param, UbfContext
 
-from . import common, expr, pod_command, wiring
+from . import common, emit, expr, pod_command, wiring
 
 WORKER_REPLICAS = expr.input_param(Param.WORKER_COUNT)
 
@@ -35,8 +35,8 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
         Label.STEP_NAME: step.name,
         Label.RUN_ID: wiring.RUN_ID,
     }
-    if step.retry.total:
-        annotations[Label.ATTEMPT] = expr.RETRIES
+    if common.attempt_tag(step.retry):
+        annotations[Label.ATTEMPT] = common.attempt_tag(step.retry)
     pod_metadata = {"labels": labels, "annotations": annotations}
     placement = step.placement
     jobset_labels = {**labels, JobSetKey.KUEUE_QUEUE: placement.queue} if placement.queue else labels
@@ -68,7 +68,7 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
 
 def _name(step: ir.Step) -> str:
     """One JobSet name per attempt; `{{retries}}` only exists when a retryStrategy does."""
-    return naming.jobset_name(expr.input_param(Param.ENTROPY), expr.RETRIES if step.retry.total else None)
+    return naming.jobset_name(expr.input_param(Param.ENTROPY), common.attempt_tag(step.retry))
 
 
 def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
@@ -76,7 +76,7 @@ def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
     entropy = expr.input_param(Param.ENTROPY)
     namespace = wf.namespace or expr.WORKFLOW_NAMESPACE
     models = common.env_vars(wf.env) + common.env_vars(step.environment) + common.identity_env()
-    return [_dump(e) for e in models] + [
+    return [emit.plain(e) for e in models] + [
         {"name": Env.MASTER_ADDR, "value": naming.control_host(jobset, namespace)},
         {"name": Env.MASTER_PORT, "value": str(step.compute.port) if step.compute.port else "None"},
         {"name": Env.WORLD_SIZE, "value": expr.input_param(Param.NUM_PARALLEL)},
@@ -109,7 +109,7 @@ def _pod(step: ir.Step, wf: ir.Workflow, jobset: str) -> tuple[dict, dict]:
     """The parts of container and pod spec that control and worker share."""
     compute = step.compute
     vols, mounts, extra_env = common.volumes(compute, with_outputs=False)
-    container = _dump(
+    container = emit.plain(
         m.Container(
             name=wiring.task_name(step.name),
             image=compute.image,
@@ -122,7 +122,7 @@ def _pod(step: ir.Step, wf: ir.Workflow, jobset: str) -> tuple[dict, dict]:
             security_context=common.security_context(compute),
         )
     )
-    container["extra_env"] = [_dump(e) for e in extra_env]
+    container["extra_env"] = [emit.plain(e) for e in extra_env]
     pod_spec = {
         "restartPolicy": "Never",
         "subdomain": jobset,
@@ -133,11 +133,11 @@ def _pod(step: ir.Step, wf: ir.Workflow, jobset: str) -> tuple[dict, dict]:
     if compute.node_selector:
         pod_spec["nodeSelector"] = dict(compute.node_selector)
     if compute.tolerations:
-        pod_spec["tolerations"] = [_dump(t) for t in common.tolerations(compute)]
+        pod_spec["tolerations"] = [emit.plain(t) for t in common.tolerations(compute)]
     if compute.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in compute.image_pull_secrets]
     if vols:
-        pod_spec["volumes"] = [_dump(v) for v in vols]
+        pod_spec["volumes"] = [emit.plain(v) for v in vols]
     return container, pod_spec
 
 
@@ -156,7 +156,3 @@ def _job(name, replicas, pod_metadata, pod_spec, container, env) -> dict:
             }
         },
     }
-
-
-def _dump(model) -> dict:
-    return model.model_dump(exclude_none=True, by_alias=True, mode="json")

@@ -6,7 +6,7 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, Param
 
-from . import expr, wiring
+from . import common, expr, wiring
 
 CTX = expr.input_param(Param.CTX)
 
@@ -36,7 +36,7 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
         sh.Lit(naming.gang_task_id("", expr.input_param(Param.ENTROPY), "")),
         sh.Var(Env.TASK_ID_SUFFIX),
     ))
-    setup, attempt = sh.gang_attempt(_argo_retries(step), step.placement.max_restarts)
+    setup, attempt = sh.gang_attempt(common.attempt_tag(step.retry), step.placement.max_restarts)
     call = _call(step, wf, task_id, split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
                  num_parallel=expr.input_param(Param.NUM_PARALLEL), retry_count=attempt)
     lines += setup
@@ -44,15 +44,10 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     return sh.bash(lines)
 
 
-def _argo_retries(step: ir.Step) -> str | None:
-    """`{{retries}}` exists only when the template has a retryStrategy."""
-    return expr.RETRIES if step.retry.total else None
-
-
 def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retry_count=None) -> sh.StepCall:
     restarts = step.placement.max_restarts if step.gang else 0
-    if retry_count is None and _argo_retries(step):
-        retry_count = sh.Lit(_argo_retries(step))
+    if retry_count is None and common.attempt_tag(step.retry):
+        retry_count = sh.Lit(common.attempt_tag(step.retry))
     return sh.StepCall(
         script=wf.script,
         top_level_args=wf.top_level_args,
