@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
+from .interpreter import check_interpreter, with_interpreter_path
 from .jobset import JobSetController
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
 from .pod import PodRunner
@@ -136,7 +137,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                  namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
                  handle_signals: bool = True, private_tmp: bool = True,
                  force_env: dict[str, str | None] | None = None,
-                 node_capacity: dict[str, str] | None = None) -> RunResult:
+                 node_capacity: dict[str, str] | None = None, python: str | None = None) -> RunResult:
     """Run ``source`` (path, YAML text or dict) to completion and return a RunResult.
 
     ``env`` is the base environment of every pod (default: this process's); the
@@ -147,10 +148,13 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     /tmp (default: each pod's /tmp is private, as in Kubernetes); ``force_env`` is applied
     over every container's own env (a None value removes the variable); ``node_capacity``
     (e.g. ``{"nvidia.com/gpu": "0"}``) makes pods requesting more stay Pending, like an
-    unschedulable pod, until a deadline ends them.  Invalid input raises
+    unschedulable pod, until a deadline ends them.  ``python`` is the interpreter the
+    pods' ``python`` means (default: the one running this code; see
+    :mod:`runner.interpreter`).  Invalid input raises
     WorkflowError before anything runs.
     """
     doc = WorkflowDoc(load_document(source))
+    interpreter = check_interpreter(python)
     params = resolve_parameters(doc, dict(parameters or {}))
     name = workflow_name or workflow_name_for(doc)
     ns = namespace or doc.metadata.get("namespace") or "default"
@@ -159,7 +163,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     work_dir = Path(work_dir).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
     on_event = _safe_callback(on_event or ev.null_callback)
-    base_env = dict(os.environ if env is None else env)
+    base_env = with_interpreter_path(dict(os.environ if env is None else env), interpreter, work_dir)
 
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}

@@ -37,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from . import events as ev
+from .interpreter import check_interpreter
 from .model import WorkflowError
 
 
@@ -78,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-capacity", action="append", default=[], metavar="RESOURCE=QTY",
                    help="the node's allocatable resources (e.g. nvidia.com/gpu=0, cpu=8): pods requesting "
                         "more stay Pending until a deadline")
+    p.add_argument("--python", metavar="PATH",
+                   help="the interpreter the pods' `python` runs (default: the one running mfargo); "
+                        "its directory goes first on the pods' PATH")
     p.add_argument("--serve-s3", type=Path, metavar="DIR",
                    help="serve a kept S3 data directory (WORK/s3) again and print its env; Ctrl-C stops")
     return p
@@ -188,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(event), flush=True)
 
     try:
+        if args.python:
+            check_interpreter(args.python)  # before any server starts
         if embedded:
             try:
                 from .s3server import S3Server  # type: ignore
@@ -206,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
                               timeout=args.timeout, validate=not args.no_validate,
                               private_tmp=not args.shared_tmp, force_env=force_env or None,
-                              node_capacity=capacity or None)
+                              node_capacity=capacity or None, python=args.python)
     except (WorkflowError, OSError, yaml.YAMLError) as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:
