@@ -1,8 +1,8 @@
 """The only reader of Metaflow's FlowGraph: shapes, scopes and input sources.
 
 Turns each DAGNode into the graph half of an ``ir.Step`` (transition, scope, where
-its inputs come from, the switch choices it depends on) and rejects shapes Argo
-cannot run the way Metaflow expects.
+its inputs come from, the switch choices it depends on). The CLI has run Metaflow's
+own graph checks before this (as core does), so only mfargo's own limits live here.
 """
 
 from __future__ import annotations
@@ -173,53 +173,10 @@ def _closed_foreach(graph, node) -> str | None:
 
 
 def _check_supported(graph, node) -> None:
-    if node.type is None or node.invalid_tail_next:
-        raise CompileError("the step does not end with a valid self.next(...)", step=node.name)
-    for target in node.out_funcs:
-        if target not in graph:
-            raise CompileError("self.next() names an unknown step *%s*" % target, step=node.name)
-    if node.type == "split-switch":
-        for target in node.out_funcs:
-            if target != node.name and _is_ancestor(graph, target, node.name):
-                raise CompileError(
-                    "a switch may loop only to its own step; *%s* comes before it" % target,
-                    step=node.name,
-                )
-        if node.name in node.out_funcs and len(_parents(node)) != 1:
-            raise CompileError("a recursive switch step needs exactly one parent", step=node.name)
-    if node.parallel_step:
-        parents = _parents(node)
-        if len(parents) != 1 or not graph[parents[0]].parallel_foreach:
-            raise CompileError(
-                "a @parallel step must follow self.next(..., num_parallel=N)",
-                step=node.name,
-                decorator="parallel",
-            )
-        nxt = node.out_funcs
-        if len(nxt) != 1 or graph[nxt[0]].type != "join" or len(_parents(graph[nxt[0]])) != 1:
-            raise CompileError(
-                "a @parallel step must be followed by a join that has no other parents",
-                step=node.name,
-                decorator="parallel",
-            )
-    if node.type == "foreach" and node.parallel_foreach:
-        child = graph[node.out_funcs[0]]
-        if not child.parallel_step:
-            raise CompileError(
-                "self.next(..., num_parallel=N) must go to a @parallel step, not *%s*" % child.name,
-                step=node.name,
-                decorator="parallel",
-            )
-
-
-def _is_ancestor(graph, candidate: str, of: str) -> bool:
-    seen, stack = set(), [candidate]
-    while stack:
-        name = stack.pop()
-        if name == of:
-            return True
-        if name in seen:
-            continue
-        seen.add(name)
-        stack.extend(n for n in graph[name].out_funcs if n != name)
-    return False
+    """mfargo's own limits; Metaflow's linter has already checked the graph itself."""
+    if node.type == "split-switch" and node.name in node.out_funcs and len(_parents(node)) != 1:
+        raise CompileError(
+            "a switch step that can choose itself needs exactly one parent (it has %s); "
+            "add a step before it" % ", ".join(_parents(node)),
+            step=node.name,
+        )

@@ -32,7 +32,21 @@ def cli():
 @click.option("--name", default=None, help="WorkflowTemplate name (default: the flow's name).")
 @click.pass_obj
 def argo_workflows(obj, name=None):
+    _check_graph(obj)
     obj.workflow_name_option = name
+
+
+def _check_graph(obj):
+    """Metaflow's own graph checks (its linter, as core's group runs them): a flow
+    Metaflow refuses is refused here with Metaflow's message, in one line."""
+    from metaflow.lint import LintWarn
+
+    try:
+        obj.check(obj.graph, obj.flow, obj.environment, pylint=obj.pylint)
+    except LintWarn as e:
+        where = " (line %d)" % e.line_no if e.line_no else ""
+        click.secho("mfargo: %s%s: %s" % (e.headline, where, " ".join(e.message.split())), fg="red", err=True)
+        sys.exit(1)
 
 
 @argo_workflows.command(help="Compile the flow to a WorkflowTemplate and write or print it.")
