@@ -225,7 +225,7 @@ def test_selector_bad(expr):
 
 
 def test_schemas_load_lazily():
-    code = "import mfargo.validation as v; assert v._schemas.cache_info().currsize == 0; print('ok')"
+    code = "import mfargo.validation.schema as v; assert v.schemas.cache_info().currsize == 0; print('ok')"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert out.stdout.strip() == "ok", out.stderr

@@ -1,0 +1,62 @@
+"""Check the documents mfargo emits before they are written, offline.
+
+Why: Argo's default CRDs don't validate a WorkflowTemplate's spec and its controller drops
+unknown fields silently, and a bad JobSet manifest only fails when its step runs (`kubectl
+create` validates strictly). So every emitted document is checked against the schemas shipped
+in mfargo/schemas/, strictly, plus the `argo lint` / JobSet-webhook rules a schema can't express.
+
+Modules: `schema` (loading, strictness, fast paths), `report` (problem lines, paths, Argo
+tags), `argo` and `jobset` (the rules); Kubernetes name syntax is `mfargo.k8s_syntax`.
+"""
+
+from __future__ import annotations
+
+from mfargo.k8s_syntax import parse_selector  # noqa: F401 - part of this package's API
+
+from .argo import check_argo
+from .jobset import check_jobset
+from .report import Doc, drop_nulls, get
+from .schema import ARGO_KINDS
+
+LIGHT_KINDS = ("Role", "RoleBinding", "ServiceAccount", "Sensor")  # no schema shipped
+MAX_PROBLEMS = 50  # per document
+
+
+def _check_light(doc: Doc, obj: dict) -> None:
+    """Role, RoleBinding, ServiceAccount, Sensor: no schema shipped, so only the envelope."""
+    for field in ("apiVersion", "kind"):
+        if not isinstance(obj.get(field), str) or not obj.get(field):
+            doc.add([field], "is required")
+    name = get(obj, "metadata").get("name")
+    if not isinstance(name, str) or not name:
+        doc.add(["metadata", "name"], "is required")
+
+
+def validate_documents(docs: list) -> list[str]:
+    """One line per problem in `docs` (parsed YAML documents), `Kind/name: json.path: message`;
+    an empty list means every document is valid."""
+    problems = []
+    for n, raw in enumerate(docs):
+        if not isinstance(raw, dict):
+            problems.append("document %d: not a mapping (%s)" % (n, type(raw).__name__))
+            continue
+        obj = drop_nulls(raw)
+        kind, meta = obj.get("kind"), get(obj, "metadata")
+        doc = Doc("%s/%s" % (kind, meta.get("name") or meta.get("generateName") or "document-%d" % n))
+        try:
+            if kind in ARGO_KINDS:
+                check_argo(doc, obj, kind)
+            elif kind == "JobSet":
+                check_jobset(doc, obj, [])
+            elif kind in LIGHT_KINDS:
+                _check_light(doc, obj)
+            else:
+                doc.add(["kind"], "%r is not a kind mfargo emits (%s)" % (kind, ", ".join(
+                    ARGO_KINDS + ("JobSet",) + LIGHT_KINDS)))
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:  # malformed input
+            doc.add([], "cannot check further (%s: %s)" % (type(e).__name__, e))
+        extra = len(doc.problems) - MAX_PROBLEMS
+        if extra > 0:
+            doc.problems[MAX_PROBLEMS:] = ["%s: ... and %d more problems" % (doc.where, extra)]
+        problems.extend(doc.problems)
+    return problems

@@ -1,0 +1,188 @@
+"""The shipped schemas (Argo v4.1.2, JobSet v0.12.0; see mfargo/schemas/README.md), made strict.
+
+Why not plain jsonschema: Argo's generated schema is too loose for some Go types and too
+open (unknown keys pass, the controller then drops them silently), and resolving `$ref`s
+doubles validation time. So the schemas are widened where Go accepts more, closed, their refs
+inlined once, and validated with a few fast paths. Loaded on first use only.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from jsonschema import Draft202012Validator, ValidationError, validators
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+ARGO = "io.argoproj.workflow.v1alpha1."
+ARGO_KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")
+
+
+def _widen_argo(defs: dict) -> None:
+    """Argo's generated schema types these as strings, but its Go types accept numbers too."""
+    defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {"type": ["integer", "string"]}
+    defs["io.k8s.apimachinery.pkg.api.resource.Quantity"] = {"type": ["number", "string"]}
+    scalar = {"type": ["string", "number", "boolean"]}  # wfv1.AnyString
+    param = defs[ARGO + "Parameter"]["properties"]
+    param.update(default=scalar, value=scalar, description=scalar)
+    param["enum"] = {"type": "array", "items": scalar}
+    defs[ARGO + "ValueFrom"]["properties"]["default"] = scalar
+
+
+def _close(node: Any) -> None:
+    """Strict mode: an object schema that lists properties rejects any other key (run before
+    _inline_refs, while the schema is still a tree)."""
+    if isinstance(node, dict):
+        if "properties" in node and "additionalProperties" not in node \
+                and not node.get("x-kubernetes-preserve-unknown-fields"):
+            node["additionalProperties"] = False
+        for v in node.values():
+            _close(v)
+    elif isinstance(node, list):
+        for v in node:
+            _close(v)
+
+
+def _inline_refs(node: Any, defs: dict) -> None:
+    """Replace {"$ref": "#/definitions/X", ...annotations} by the (shared) definition object.
+    The graph may become cyclic; jsonschema only walks it as deep as the instance, and skipping
+    ref resolution roughly halves validation time."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, dict) and "$ref" in v:
+                node[k] = defs[v["$ref"].rsplit("/", 1)[-1]]
+            else:
+                _inline_refs(v, defs)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if isinstance(v, dict) and "$ref" in v:
+                node[i] = defs[v["$ref"].rsplit("/", 1)[-1]]
+            else:
+                _inline_refs(v, defs)
+
+
+def _unique_list(validator, list_type: str, instance: Any, schema: dict) -> Iterator[ValidationError]:
+    """The API server's x-kubernetes-list-type rule for CRDs: map keys / set items are unique."""
+    if list_type not in ("map", "set") or not isinstance(instance, list):
+        return
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    defaults = {k: s.get("default") for k, s in schema.get("items", {}).get("properties", {}).items()}
+    first: dict[str, int] = {}
+    for i, item in enumerate(instance):
+        if list_type == "map":
+            if not isinstance(item, dict):
+                continue
+            ident = json.dumps([item.get(k, defaults.get(k)) for k in keys], default=str)
+        else:
+            ident = json.dumps(item, sort_keys=True, default=str)
+        if ident in first:
+            yield ValidationError("duplicate of [%d] (%s %s); x-kubernetes-list-type=%s lists must be unique"
+                                  % (first[ident], "/".join(keys) or "value", ident, list_type), path=[i])
+        first.setdefault(ident, i)
+
+
+# Speed: jsonschema's descend() into a subschema costs ~5 us (it builds a new validator). Most
+# subschemas only say {"type": "string"} or similar, so check those inline and descend only when
+# the quick test fails (to get jsonschema's own error) or the subschema says more.
+_TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str), "boolean": lambda v: v is True or v is False,
+    "integer": lambda v: type(v) is int, "number": lambda v: type(v) in (int, float),
+    "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
+}
+_quick_tests: dict[int, tuple[Any, Callable[[Any], bool] | None]] = {}  # id(subschema) -> (subschema, test)
+
+
+def _type_only_test(schema: Any) -> Callable[[Any], bool] | None:
+    if not isinstance(schema, dict) or not all(
+            k in ("type", "format", "default", "$comment") or (k.startswith("x-") and k != "x-kubernetes-list-type")
+            for k in schema):
+        return None
+    types = schema.get("type")
+    tests = [_TYPE_TESTS.get(t) for t in ([types] if isinstance(types, str) else types or [])]
+    if not tests or None in tests:
+        return None
+    return tests[0] if len(tests) == 1 else lambda v: any(t(v) for t in tests)
+
+
+def _quick_ok(value: Any, schema: Any) -> bool:
+    entry = _quick_tests.get(id(schema))
+    if entry is None:  # keep the schema referenced so its id is never reused
+        entry = _quick_tests[id(schema)] = (schema, _type_only_test(schema))
+    return entry[1] is not None and entry[1](value)
+
+
+_BASE = Draft202012Validator.VALIDATORS
+
+
+def _properties(validator, properties, instance, schema):
+    if isinstance(instance, dict):
+        for name, sub in properties.items():
+            if name in instance and not _quick_ok(instance[name], sub):
+                yield from validator.descend(instance[name], sub, path=name, schema_path=name)
+
+
+def _items(validator, items, instance, schema):
+    if not (isinstance(instance, list) and isinstance(items, dict) and "prefixItems" not in schema):
+        yield from _BASE["items"](validator, items, instance, schema)
+        return
+    for i, value in enumerate(instance):
+        if not _quick_ok(value, items):
+            yield from validator.descend(value, items, path=i)
+
+
+def _additional(validator, extra_schema, instance, schema):
+    if not (isinstance(instance, dict) and isinstance(extra_schema, dict) and "patternProperties" not in schema):
+        yield from _BASE["additionalProperties"](validator, extra_schema, instance, schema)
+        return
+    known = schema.get("properties", {})
+    for name, value in instance.items():
+        if name not in known and not _quick_ok(value, extra_schema):
+            yield from validator.descend(value, extra_schema, path=name)
+
+
+ArgoValidator = validators.extend(Draft202012Validator, {
+    "properties": _properties, "items": _items, "additionalProperties": _additional})
+JobSetValidator = validators.extend(ArgoValidator, {"x-kubernetes-list-type": _unique_list})
+
+
+class Schemas:
+    """Validators by kind, the JobSet schema (for field lookups) and its version."""
+
+    def __init__(self, checkers: dict, jobset: dict, jobset_version: str):
+        self.checkers, self.jobset, self.jobset_version = checkers, jobset, jobset_version
+
+
+@functools.lru_cache(maxsize=None)
+def schemas() -> Schemas:
+    """Built on the first call only."""
+    argo = json.loads((SCHEMA_DIR / "argo-workflows.json").read_text())
+    defs = argo["definitions"]
+    _widen_argo(defs)
+    _close(defs)
+    _inline_refs(defs, defs)
+    jobset = json.loads((SCHEMA_DIR / "jobset.json").read_text())
+    _close(jobset)
+    # The CRD leaves metadata free-form; kubectl's strict validation checks it as ObjectMeta.
+    jobset["properties"]["metadata"] = defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
+    checkers = {kind: ArgoValidator(defs[ARGO + kind]) for kind in ARGO_KINDS}
+    checkers["JobSet"] = JobSetValidator(jobset)
+    return Schemas(checkers, jobset, jobset["x-upstream"]["version"])
+
+
+def schema_has_field(schema: dict, dotted: str) -> bool:
+    """Can the gjson-style path a.b.0.c exist in objects matching `schema`?"""
+    node = schema
+    for part in dotted.split("."):
+        if node.get("type") == "array":
+            if not part.isdigit():
+                return False
+            node = node.get("items", {})
+        elif part in node.get("properties", {}):
+            node = node["properties"][part]
+        elif "properties" in node:
+            return isinstance(node.get("additionalProperties"), dict)
+        else:
+            return True  # free-form object or map
+    return True
