@@ -1,0 +1,154 @@
+"""A DAG task or a step: ``withItems``/``withParam``/``withSequence`` fan-out into a
+TaskGroup, ``when``, arguments, then the template.  Shared by :mod:`dag` and :mod:`steps`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+from .expr import format_value
+from .model import BAD_PHASES, ERROR, SKIPPED, SUCCEEDED, WorkflowError, param_str, parse_int
+from .nodes import NODE_ERRORS, Node, error_text
+from .outputs import fan_out_outputs
+from .substitute import Scope
+from .when import evaluate_when
+
+if TYPE_CHECKING:
+    from .scheduler import Executor
+
+
+class NullLock:
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return False
+
+
+def limiter(value: Any):
+    """A template's ``parallelism`` as an async lock (none/0 = unbounded)."""
+    if value in (None, "", 0, "0"):
+        return NullLock()
+    return asyncio.Semaphore(parse_int(value, "parallelism"))
+
+
+async def gather_all(coros: list) -> list:
+    """Run coroutines concurrently; if we are cancelled, cancel and await them all."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    finally:
+        pending = [t for t in tasks if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def expand_items(task: dict, scope: Scope) -> list[Any] | None:
+    """The task's fan-out items, or None if it does not fan out."""
+    if task.get("withItems") is not None:
+        items = scope.substitute_obj(task["withItems"])
+        if not isinstance(items, list):
+            raise WorkflowError("withItems must be a list")
+        return items
+    if task.get("withParam") is not None:
+        raw = scope.substitute(param_str(task["withParam"]))
+        try:
+            items = json.loads(raw)
+        except ValueError:
+            raise WorkflowError(f"withParam value could not be parsed as a JSON list: {raw.strip()}") from None
+        if not isinstance(items, list):
+            raise WorkflowError(f"withParam value could not be parsed as a JSON list: {raw.strip()}")
+        return items
+    if task.get("withSequence") is not None:
+        seq = scope.substitute_obj(task["withSequence"])
+        start = int(seq.get("start", 0) or 0)
+        if seq.get("count") is not None:
+            end = start + int(seq["count"]) - 1
+        else:
+            end = int(seq.get("end", 0) or 0)
+        step = 1 if end >= start else -1
+        fmt = seq.get("format")
+        return [(fmt % i if fmt else str(i)) for i in range(start, end + step, step)]
+    return None
+
+
+def item_label(item: Any) -> str:
+    if isinstance(item, (dict, list)):
+        return json.dumps(item, separators=(",", ":"), sort_keys=True)
+    return format_value(item)
+
+
+async def run_task(ex: "Executor", parent: Node, task: dict, scope: Scope, base_name: str, display: str,
+                   depth: int, slots) -> Node:
+    """A DAG task or a step: expansion, then one instance per item (or one)."""
+    try:
+        items = expand_items(task, scope)
+    except NODE_ERRORS as e:
+        return ex.settle(parent, base_name, display, task.get("template"), ERROR, error_text(e))
+    if items is None:
+        return await run_instance(ex, parent, task, scope, base_name, display, depth, slots)
+    group = ex.new_node(base_name, display, "TaskGroup", task.get("template"))
+    parent.children.append(group.name)
+    ex.start(group, announce=False)
+    if not items:
+        return ex.finish(group, SKIPPED, "Skipped, empty params")
+    coros = [run_instance(ex, group, task, scope.with_item(item), f"{base_name}({i}:{item_label(item)})",
+                          f"{display}({i}:{item_label(item)})", depth, slots)
+             for i, item in enumerate(items)]
+    try:
+        children = await gather_all(coros)
+    except asyncio.CancelledError:
+        ex.cancelled(group)
+        raise
+    phase = SUCCEEDED
+    msg = ""
+    for c in children:
+        if c.phase in BAD_PHASES:
+            phase, msg = c.phase, f"child '{c.display_name}' {c.phase.lower()}: {c.message}"
+    group.outputs = fan_out_outputs([c.outputs for c in children])
+    group.children = [c.name for c in children]
+    group.children_phases = [c.phase for c in children]
+    return ex.finish(group, phase, msg)
+
+
+def task_arguments(task: dict, scope: Scope) -> dict[str, str]:
+    arguments = task.get("arguments") or {}
+    if arguments.get("artifacts"):
+        raise WorkflowError("artifact arguments are not supported by the local runner")
+    args: dict[str, str] = {}
+    for p in arguments.get("parameters") or []:
+        if p.get("value") is None:
+            if p.get("valueFrom"):
+                raise WorkflowError(f"argument {p.get('name')!r}: valueFrom is not supported locally")
+            raise WorkflowError(f"argument {p.get('name')!r} has no value")
+        args[p["name"]] = scope.substitute(param_str(p["value"]))
+    return args
+
+
+async def run_instance(ex: "Executor", parent: Node, task: dict, scope: Scope, name: str, display: str,
+                       depth: int, slots) -> Node:
+    """One (possibly fanned-out) instance: ``when``, arguments, then the template."""
+    try:
+        when = task.get("when")
+        if when is not None and str(when).strip():
+            text = scope.substitute(str(when))
+            if not evaluate_when(text):
+                return ex.settle(parent, name, display, task.get("template"), SKIPPED,
+                                 f"when '{text}' evaluated false")
+        if task.get("templateRef"):
+            raise WorkflowError("templateRef is not supported by the local runner")
+        if task.get("onExit") or task.get("hooks"):
+            raise WorkflowError("task-level onExit/hooks are not supported by the local runner")
+        if task.get("inline"):
+            raise WorkflowError("inline templates are not supported by the local runner")
+        args = task_arguments(task, scope)
+        tmpl_name = scope.substitute(str(task.get("template") or ""))
+    except NODE_ERRORS as e:
+        return ex.settle(parent, name, display, task.get("template"), ERROR, error_text(e))
+    async with slots:
+        node = await ex.run_template(name, display, tmpl_name, args, depth + 1)
+    parent.children.append(node.name)
+    return node
