@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from . import decorators as decos
 from . import graph as graphs
@@ -21,6 +22,7 @@ __all__ = ["compile_flow", "with_code_package", "CompileError", "CompileOptions"
 def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
     """Build the IR for ``flow``; raises CompileError naming the step at fault."""
     shapes = graphs.analyse(graph)
+    gangs = _gangs(shapes, graph)
     steps = {}
     for name, shape in shapes.items():
         node = graph[name]
@@ -30,11 +32,10 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             name=name,
             transition=shape.transition,
             successors=shape.successors,
-            inputs=shape.inputs,
+            inputs=gangs[shape.inputs.step] if isinstance(shape.inputs, ir.Gang) else shape.inputs,
             scope=shape.scope,
             foreach_entry=shape.foreach_entry,
-            gang=shape.gang,
-            placement=decos.placement(node.decorators),
+            gang=gangs.get(name),
             recursive=shape.recursive,
             switch_cases=shape.switch_cases,
             condition=shape.condition,
@@ -71,10 +72,18 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
     )
 
 
+def _gangs(shapes: dict, graph) -> dict[str, ir.Gang]:
+    """Each @parallel step's Gang, with the placement its @jobset asks for."""
+    gangs = {}
+    for shape in shapes.values():
+        if isinstance(shape.inputs, ir.Gang):
+            gang = shape.inputs
+            gangs[gang.step] = replace(gang, placement=decos.placement(graph[gang.step].decorators))
+    return gangs
+
+
 def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:
     """Pods fetch Metaflow's code package; tasks record it (Task.code) from these env vars."""
-    from dataclasses import replace
-
     env = (
         ("METAFLOW_CODE_URL", code.package_url),
         ("METAFLOW_CODE_SHA", code.package_sha),

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
+# Names the in-pod decorator shares with the compiler (output files, gang roles).
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
+
 
 class Env:
     """Environment variables read by Metaflow inside a pod."""
@@ -47,7 +50,7 @@ class Env:
     # Parameter values reach `flow.py init` through these (click's auto_envvar_prefix).
     INIT_PREFIX: Final = "METAFLOW_INIT_"
     # mfargo's in-pod decorator writes its Argo output files into this directory.
-    OUTPUT_DIR: Final = "MFARGO_OUTPUT_DIR"
+    OUTPUT_DIR: Final = contract.OUTPUT_DIR_ENV
     TEMPDIR: Final = "METAFLOW_TEMPDIR"
 
 
@@ -68,8 +71,8 @@ class JobSetKey:
     KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"  # Kueue's label, read on the JobSet
     API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
     KIND: Final = "JobSet"
-    CONTROL_JOB: Final = "control"
-    WORKER_JOB: Final = "worker"
+    CONTROL_JOB: Final = contract.CONTROL_ROLE
+    WORKER_JOB: Final = contract.WORKER_ROLE
 
 
 class Label:
@@ -100,13 +103,14 @@ class Param:
 
     CTX: Final = "ctx"  # foreach context path: "" at top level, "-3" in split 3, "-3-1" nested
     SPLIT_INDEX: Final = "split-index"
-    SPLIT_CARDINALITY: Final = "split-cardinality"
-    NUM_SPLITS: Final = "num-splits"  # JSON list [0..K-1], feeds withParam
-    SWITCH_STEP: Final = "switch-step"
-    NUM_PARALLEL: Final = "num-parallel"
-    WORKER_COUNT: Final = "worker-count"
-    ENTROPY: Final = "task-id-entropy"
-    TASK_ID: Final = "task-id"
+    # Outputs a pod writes as files of the same name (the in-pod decorator's contract).
+    SPLIT_CARDINALITY: Final = contract.SPLIT_CARDINALITY_FILE
+    NUM_SPLITS: Final = contract.NUM_SPLITS_FILE
+    SWITCH_STEP: Final = contract.SWITCH_STEP_FILE
+    NUM_PARALLEL: Final = contract.NUM_PARALLEL_FILE
+    WORKER_COUNT: Final = contract.WORKER_COUNT_FILE
+    ENTROPY: Final = contract.ENTROPY_FILE
+    TASK_ID: Final = contract.TASK_ID_FILE
     ITERATION: Final = "iteration"
     INPUT_PATHS: Final = "input-paths"
     STATUS_PREFIX: Final = "status-"

@@ -25,7 +25,7 @@ class StepShape:
     inputs: ir.InputSource
     scope: str | None
     foreach_entry: bool
-    gang: bool
+    gang: bool  # a @parallel step (its join's ``inputs`` is the ir.Gang)
     recursive: bool
     switch_cases: tuple[str, ...]
     condition: tuple[tuple[str, str], ...]  # sorted: the switch choices this step needs
@@ -139,7 +139,7 @@ def _inputs(graph, node, conditions) -> ir.InputSource:
         return ir.FromCaller()
     if len(parents) == 1 and graph[parents[0]].parallel_step:
         gang = graph[parents[0]]
-        return ir.FromGang(splitter=_parents(gang)[0], gang=gang.name)
+        return ir.Gang(splitter=_parents(gang)[0], step=gang.name, join=node.name)
     foreach = _closed_foreach(graph, node)
     if foreach is not None:
         if len(parents) != 1:

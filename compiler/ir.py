@@ -16,7 +16,7 @@ class Transition(enum.Enum):
     LINEAR = "linear"  # one successor (also joins and merges)
     SPLIT = "split"  # static split: every successor runs
     FOREACH = "foreach"  # self.next(self.x, foreach="items")
-    PARALLEL = "parallel"  # self.next(self.x, num_parallel=N): a JobSet gang follows
+    PARALLEL = "parallel"  # self.next(self.x, num_parallel=N): the splitter of a Gang
     SWITCH = "switch"  # self.next({...}, condition="attr"): one successor runs
     END = "end"
 
@@ -56,15 +56,6 @@ class FromForeach:
     body_last: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FromGang:
-    """The join after a gang: control + workers of ``gang``, ids minted by ``splitter``."""
-
-    splitter: str
-    gang: str
-
-
-InputSource = FromParameters | FromParents | FromBranches | FromCaller | FromForeach | FromGang
 
 
 # --- what a step needs from Kubernetes --------------------------------------------
@@ -130,6 +121,27 @@ class GangPlacement:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Gang:
+    """A @parallel gang, the one description of it every template reads.
+
+    ``splitter`` ends with ``self.next(self.<step>, num_parallel=N)``: it is the size
+    source (N is decided at run time and becomes its output) and it mints the entropy E
+    that names the gang's tasks. ``step`` runs as one JobSet per attempt (control + N-1
+    workers, placed and restarted as ``placement`` says). ``join`` reads the N tasks
+    back, their ids rebuilt from E and N; a join's ``inputs`` is its Gang.
+    """
+
+    splitter: str
+    step: str
+    join: str
+    placement: GangPlacement = field(default_factory=GangPlacement)
+
+
+# Where a step's input paths come from (a join after a gang: the Gang itself).
+InputSource = FromParameters | FromParents | FromBranches | FromCaller | FromForeach | Gang
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Step:
     """One Metaflow step and everything needed to run its task(s)."""
 
@@ -139,8 +151,7 @@ class Step:
     inputs: InputSource
     scope: str | None  # the foreach splitter whose body holds this step; None = top level
     foreach_entry: bool = False  # first step of a foreach body: gets --split-index
-    gang: bool = False  # a @parallel step: runs as a JobSet
-    placement: GangPlacement = field(default_factory=GangPlacement)
+    gang: Gang | None = None  # set on a @parallel step: the gang it runs as (a JobSet)
     recursive: bool = False  # a switch step that can choose itself
     switch_cases: tuple[str, ...] = ()
     condition: tuple[tuple[str, str], ...] = ()  # switch choices this step needs, in its scope

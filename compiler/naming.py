@@ -6,7 +6,8 @@ read back (a join's input paths), so each formula lives here once:
 * a step's task id is ``t`` + its foreach context (``t``, ``t-3``, ``t-3-1``), plus
   ``-r<n>`` for the n-th iteration of a recursive step;
 * a gang's tasks are ``control-<E>-0`` and ``worker-<E>-<i>`` (Metaflow's contract),
-  where E is entropy minted by the step before the gang;
+  where E is entropy minted by the step before the gang; the formula itself lives in
+  the in-pod module ``pod_contract`` (pods rebuild the ids too), its shell forms here;
 * the run id is ``argo-<workflow name>`` (Metaflow's contract).
 """
 
@@ -15,6 +16,10 @@ from __future__ import annotations
 import hashlib
 import re
 
+from metaflow_extensions.mfargo.plugins import pod_contract
+
+from . import command as sh
+from .constants import Env
 from .errors import CompileError
 
 # Kubernetes object names (DNS-1123 subdomain) and label values are limited to 63
@@ -68,6 +73,11 @@ def run_id(workflow_name_tag: str) -> str:
     return RUN_ID_PREFIX + workflow_name_tag
 
 
+def pathspec(run: str, step: str, task: str) -> str:
+    """A Metaflow task pathspec run/step/task, as input paths name a parent task."""
+    return "%s/%s/%s" % (run, step, task)
+
+
 def task_id(ctx: str, iteration: str | None = None) -> str:
     """A step's task id from its foreach context (and recursion iteration)."""
     base = TASK_ID_PREFIX + ctx
@@ -79,17 +89,20 @@ def child_ctx(ctx: str, split_index: str) -> str:
     return "%s-%s" % (ctx, split_index)
 
 
-def gang_task_id(role: str, entropy: str, index: str) -> str:
-    """<replicated job>-<E>-<job index>: control-E-0, worker-E-0 ... worker-E-(N-2)."""
-    return "%s-%s-%s" % (role, entropy, index)
+# A gang's task ids: <role>-<E>-<index> (control-E-0, worker-E-0 ... worker-E-(N-2)).
+gang_task_id = pod_contract.gang_task_id
+control_task_id = pod_contract.control_task_id
+worker_task_id = pod_contract.worker_task_id
 
 
-def control_task_id(entropy: str) -> str:
-    return gang_task_id("control", entropy, "0")
+def gang_task_id_shell(entropy: str) -> sh.Token:
+    """A gang pod's own task id in its bash: role and index come from the JobSet's env."""
+    return sh.Cat((sh.Var(Env.TASK_ID_PREFIX), sh.Lit(gang_task_id("", entropy, "")), sh.Var(Env.TASK_ID_SUFFIX)))
 
 
-def worker_task_id(entropy: str, index: str) -> str:
-    return gang_task_id("worker", entropy, index)
+def gang_task_ids_shell(entropy: str, num_parallel: str) -> list[sh.Line]:
+    """Bash setting ``ids`` to every task id of a gang of ``num_parallel`` pods, control first."""
+    return sh.id_list_lines(sh.Lit(control_task_id(entropy)), worker_task_id(entropy, ""), num_parallel, offset=1)
 
 
 def jobset_name(entropy: str, attempt: str | None) -> str:
@@ -99,7 +112,7 @@ def jobset_name(entropy: str, attempt: str | None) -> str:
 
 def control_host(jobset: str, namespace: str) -> str:
     """DNS name of the control pod: <jobset>-<job>-<job index>-<pod index>.<subdomain>."""
-    return "%s-control-0-0.%s.%s.svc.cluster.local" % (jobset, jobset, namespace)
+    return "%s-%s-0-0.%s.%s.svc.cluster.local" % (jobset, pod_contract.CONTROL_ROLE, jobset, namespace)
 
 
 def pod_label_value(value: str) -> str:

@@ -110,8 +110,8 @@ def _dag_parents(wf: ir.Workflow, step: ir.Step) -> list[Node]:
     if isinstance(source, ir.FromForeach):
         splitter = wf.steps[source.splitter]
         return [Node(naming.foreach_template_name(splitter.name), splitter.condition)]
-    if isinstance(source, ir.FromGang):
-        return [_node(wf.steps[source.gang])]
+    if isinstance(source, ir.Gang):
+        return [_node(wf.steps[source.step])]
     return [_node(wf.steps[p]) for p in source.parents]
 
 

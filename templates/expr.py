@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from mfargo.compiler import naming
+
 WORKFLOW_NAME = "{{workflow.name}}"
 WORKFLOW_NAMESPACE = "{{workflow.namespace}}"
 RETRIES = "{{retries}}"
 ITEM = "{{item}}"
+RUN_ID = naming.run_id(WORKFLOW_NAME)  # argo-{{workflow.name}}: Metaflow's run id
 
 
 def input_param(name: str) -> str:

@@ -1,34 +1,65 @@
-"""A @parallel step -> an Argo resource template that creates its JobSet and waits for it.
+"""What a gang (``ir.Gang``) means to the templates around it, spelled once.
 
-Success and failure are single-clause conditions on JobSet's ``status.terminalState``
-(JobSet >= v0.6; Argo cannot filter condition arrays, argo-workflows#7143/#11217).
+A gang links three steps: the splitter writes N, N-1 and the entropy E as outputs; the
+@parallel step receives them and runs as a JobSet (``jobset.py`` builds its resource
+template and manifest from what is here); the join receives N and E and rebuilds the
+gang's task ids in its own bash. Every argument, output, id and path between them is
+derived from the Gang, never worked out again from a step's parents. This module only
+depends on the IR, names and tags, so the generic modules (``wiring``, ``pod_command``)
+can ask it without an import cycle.
 """
 
 from __future__ import annotations
 
-from hera.workflows import models as m
+from mfargo.compiler import command as sh
+from mfargo.compiler import ir, naming
+from mfargo.compiler.constants import Param
 
-from mfargo.compiler import ir
+from . import common, expr
 
-from . import common, emit, jobset, wiring
+# What the splitter's pod writes (pod_contract's file names) and its template outputs.
+SPLITTER_OUTPUTS = (Param.NUM_PARALLEL, Param.WORKER_COUNT, Param.ENTROPY)
+# The join needs the size and the entropy only.
+JOIN_INPUTS = (Param.NUM_PARALLEL, Param.ENTROPY)
 
-SUCCESS = "status.terminalState == Completed"
-FAILURE = "status.terminalState == Failed"
+# Inside the gang's templates: the values the splitter produced, as input tags.
+ENTROPY = expr.input_param(Param.ENTROPY)
+NUM_PARALLEL = expr.input_param(Param.NUM_PARALLEL)
+WORKER_REPLICAS = expr.input_param(Param.WORKER_COUNT)
 
 
-def build(step: ir.Step, wf: ir.Workflow, default_image: str) -> m.Template:
-    return m.Template(
-        name=wiring.task_name(step.name),
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
-        metadata=common.step_metadata(step, step.retry),
-        # Bounds the wait too: a gang that never gets scheduled fails the step.
-        active_deadline_seconds=m.IntOrString(step.timeout_seconds),
-        retry_strategy=common.retry_strategy(step.retry),
-        resource=m.ResourceTemplate(
-            action="create",
-            set_owner_reference=True,
-            success_condition=SUCCESS,
-            failure_condition=FAILURE,
-            manifest=emit.manifest_text(jobset.manifest(step, wf)),
-        ),
-    )
+def step_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
+    """(name, value) of what the DAG passes the @parallel step: the splitter's outputs."""
+    return _from_splitter(gang, SPLITTER_OUTPUTS)
+
+
+def join_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
+    """(name, value) of what the DAG passes the join: N and E, straight from the splitter."""
+    return _from_splitter(gang, JOIN_INPUTS)
+
+
+def _from_splitter(gang: ir.Gang, names) -> list[tuple[str, str]]:
+    splitter = naming.template_name(gang.splitter)
+    return [(name, expr.task_output(splitter, name)) for name in names]
+
+
+def jobset_name(step: ir.Step) -> str:
+    """One JobSet per Argo attempt; `{{retries}}` only exists when a retryStrategy does."""
+    return naming.jobset_name(ENTROPY, common.attempt_tag(step.retry))
+
+
+def pod_input_path(gang: ir.Gang, ctx: str) -> sh.Line:
+    """Every gang pod's input: the splitter's task in the same foreach context."""
+    return sh.write_paths(sh.Lit(naming.pathspec(expr.RUN_ID, gang.splitter, naming.task_id(ctx))))
+
+
+def pod_task_id() -> sh.Token:
+    """A gang pod's task id, from its role and job index (JobSet env) and E."""
+    return naming.gang_task_id_shell(ENTROPY)
+
+
+def join_input_paths(gang: ir.Gang) -> list[sh.Line]:
+    """The join's input paths run/step/:control-E-0,worker-E-0,..., built in its bash."""
+    prefix = "%s/%s/:" % (expr.RUN_ID, gang.step)
+    lines = naming.gang_task_ids_shell(ENTROPY, NUM_PARALLEL)
+    return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]

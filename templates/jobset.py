@@ -1,4 +1,9 @@
-"""The JobSet manifest of a gang: a `control` job (1 pod) and a `worker` job (N-1 pods).
+"""A gang's Argo resource template and its JobSet: a `control` job (1 pod) and a
+`worker` job (N-1 pods).
+
+The resource template creates the JobSet and waits on single-clause conditions on its
+``status.terminalState`` (JobSet >= v0.6; Argo cannot filter condition arrays,
+argo-workflows#7143/#11217).
 
 Plain dicts holding only what is emitted. ``replicas`` of the worker job is a plain
 ``{{inputs.parameters.worker-count}}`` tag, unquoted, so the manifest is valid YAML
@@ -14,16 +19,36 @@ from __future__ import annotations
 from hera.workflows import models as m
 
 from mfargo.compiler import ir, naming
-from mfargo.compiler.constants import Env, JobSetKey, Label, Param, UbfContext
+from mfargo.compiler.constants import Env, JobSetKey, Label, UbfContext
 
-from . import common, emit, expr, pod_command, wiring
+from . import common, emit, expr, gang, pod_command, wiring
 
-WORKER_REPLICAS = expr.input_param(Param.WORKER_COUNT)
+SUCCESS = "status.terminalState == Completed"
+FAILURE = "status.terminalState == Failed"
+
+
+def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
+    """The resource template of a @parallel step: create this attempt's JobSet, wait for it."""
+    return m.Template(
+        name=wiring.task_name(step.name),
+        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
+        metadata=common.step_metadata(step, step.retry),
+        # Bounds the wait too: a gang that never gets scheduled fails the step.
+        active_deadline_seconds=m.IntOrString(step.timeout_seconds),
+        retry_strategy=common.retry_strategy(step.retry),
+        resource=m.ResourceTemplate(
+            action="create",
+            set_owner_reference=True,
+            success_condition=SUCCESS,
+            failure_condition=FAILURE,
+            manifest=emit.manifest_text(manifest(step, wf)),
+        ),
+    )
 
 
 def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     """The JobSet for one attempt of ``step``'s gang."""
-    name = _name(step)
+    name = gang.jobset_name(step)
     labels = {
         **dict(step.compute.labels),
         Label.PART_OF: Label.METAFLOW,
@@ -38,7 +63,7 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     if common.attempt_tag(step.retry):
         annotations[Label.ATTEMPT] = common.attempt_tag(step.retry)
     pod_metadata = {"labels": labels, "annotations": annotations}
-    placement = step.placement
+    placement = step.gang.placement
     jobset_labels = {**labels, JobSetKey.KUEUE_QUEUE: placement.queue} if placement.queue else labels
     jobset_annotations = annotations
     if placement.exclusive_topology:
@@ -59,28 +84,22 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
                 _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, pod_spec, container, shared_env + _role_env(True)),
-                _job(JobSetKey.WORKER_JOB, WORKER_REPLICAS, pod_metadata, pod_spec, container,
+                _job(JobSetKey.WORKER_JOB, gang.WORKER_REPLICAS, pod_metadata, pod_spec, container,
                      shared_env + _role_env(False)),
             ],
         },
     }
 
 
-def _name(step: ir.Step) -> str:
-    """One JobSet name per attempt; `{{retries}}` only exists when a retryStrategy does."""
-    return naming.jobset_name(expr.input_param(Param.ENTROPY), common.attempt_tag(step.retry))
-
-
 def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
     """Env of every gang pod: the workflow's, the step's, pod identity, and the gang contract."""
-    entropy = expr.input_param(Param.ENTROPY)
     namespace = wf.namespace or expr.WORKFLOW_NAMESPACE
     models = common.env_vars(wf.env) + common.env_vars(step.environment) + common.identity_env()
     return [emit.plain(e) for e in models] + [
         {"name": Env.MASTER_ADDR, "value": naming.control_host(jobset, namespace)},
         {"name": Env.MASTER_PORT, "value": str(step.compute.port) if step.compute.port else "None"},
-        {"name": Env.WORLD_SIZE, "value": expr.input_param(Param.NUM_PARALLEL)},
-        {"name": Env.CONTROL_TASK_ID, "value": naming.control_task_id(entropy)},
+        {"name": Env.WORLD_SIZE, "value": gang.NUM_PARALLEL},
+        {"name": Env.CONTROL_TASK_ID, "value": naming.control_task_id(gang.ENTROPY)},
         _annotation_ref(Env.WORKER_REPLICA_INDEX, JobSetKey.JOB_INDEX),
         _annotation_ref(Env.TASK_ID_SUFFIX, JobSetKey.JOB_INDEX),
         _annotation_ref(Env.JOBSET_RESTART_ATTEMPT, JobSetKey.RESTART_ATTEMPT),

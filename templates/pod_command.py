@@ -6,7 +6,7 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, Param
 
-from . import common, expr, wiring
+from . import common, expr, gang, wiring
 
 CTX = expr.input_param(Param.CTX)
 
@@ -30,22 +30,17 @@ def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
 def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """Every gang pod, control or worker: its role comes from the JobSet env contract."""
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
-    lines.append(sh.write_paths(sh.Lit(wiring.step_path(step.inputs.parents[0], CTX))))
-    task_id = sh.Cat((
-        sh.Var(Env.TASK_ID_PREFIX),
-        sh.Lit(naming.gang_task_id("", expr.input_param(Param.ENTROPY), "")),
-        sh.Var(Env.TASK_ID_SUFFIX),
-    ))
-    setup, attempt = sh.gang_attempt(common.attempt_tag(step.retry), step.placement.max_restarts)
-    call = _call(step, wf, task_id, split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
-                 num_parallel=expr.input_param(Param.NUM_PARALLEL), retry_count=attempt)
+    lines.append(gang.pod_input_path(step.gang, CTX))
+    setup, attempt = sh.gang_attempt(common.attempt_tag(step.retry), step.gang.placement.max_restarts)
+    call = _call(step, wf, gang.pod_task_id(), split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
+                 num_parallel=gang.NUM_PARALLEL, retry_count=attempt)
     lines += setup
     lines.append(sh.metaflow_call(call))
     return sh.bash(lines)
 
 
 def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retry_count=None) -> sh.StepCall:
-    restarts = step.placement.max_restarts if step.gang else 0
+    restarts = step.gang.placement.max_restarts if step.gang else 0
     if retry_count is None and common.attempt_tag(step.retry):
         retry_count = sh.Lit(common.attempt_tag(step.retry))
     return sh.StepCall(
@@ -80,16 +75,8 @@ def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
         prefix = "%s/%s/:" % (wiring.RUN_ID, source.body_last)
         lines = sh.id_list_lines(None, naming.task_id(naming.child_ctx(CTX, "")), expr.input_param(Param.SPLIT_CARDINALITY))
         return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
-    if isinstance(source, ir.FromGang):
-        entropy = expr.input_param(Param.ENTROPY)
-        prefix = "%s/%s/:" % (wiring.RUN_ID, source.gang)
-        lines = sh.id_list_lines(
-            sh.Lit(naming.control_task_id(entropy)),
-            naming.worker_task_id(entropy, ""),
-            expr.input_param(Param.NUM_PARALLEL),
-            offset=1,
-        )
-        return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
+    if isinstance(source, ir.Gang):
+        return gang.join_input_paths(source)
     assert isinstance(source, ir.FromBranches), source
     candidates = [
         (expr.input_param(wiring.status_param(p)), "%s/%s" % (p, loop_ids.get(p, naming.task_id(CTX))))

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
 
-from . import expr
+from . import expr, gang
 
-RUN_ID = naming.run_id(expr.WORKFLOW_NAME)
+RUN_ID = expr.RUN_ID
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ def task_name(step: str) -> str:
 
 def step_path(step: str, ctx: str, iteration: str | None = None) -> str:
     """A Metaflow input pathspec run/step/task for a task in context ``ctx``."""
-    return "%s/%s/%s" % (RUN_ID, step, naming.task_id(ctx, iteration))
+    return naming.pathspec(RUN_ID, step, naming.task_id(ctx, iteration))
 
 
 def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
@@ -41,22 +41,13 @@ def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
         ]
     source = step.inputs
     if step.gang:
-        splitter = task_name(source.parents[0])
-        args += [
-            Arg(Param.NUM_PARALLEL, expr.task_output(splitter, Param.NUM_PARALLEL)),
-            Arg(Param.WORKER_COUNT, expr.task_output(splitter, Param.WORKER_COUNT)),
-            Arg(Param.ENTROPY, expr.task_output(splitter, Param.ENTROPY)),
-        ]
+        args += [Arg(name, value) for name, value in gang.step_arguments(step.gang)]
     elif isinstance(source, ir.FromForeach):
         args.append(
             Arg(Param.SPLIT_CARDINALITY, expr.task_output(task_name(source.splitter), Param.SPLIT_CARDINALITY))
         )
-    elif isinstance(source, ir.FromGang):
-        splitter = task_name(source.splitter)
-        args += [
-            Arg(Param.NUM_PARALLEL, expr.task_output(splitter, Param.NUM_PARALLEL)),
-            Arg(Param.ENTROPY, expr.task_output(splitter, Param.ENTROPY)),
-        ]
+    elif isinstance(source, ir.Gang):
+        args += [Arg(name, value) for name, value in gang.join_arguments(source)]
     elif isinstance(source, ir.FromBranches):
         args += [Arg(status_param(p), expr.task_status(task_name(p))) for p in source.parents]
     if step.recursive:
@@ -118,7 +109,7 @@ def outputs(step: ir.Step) -> list[str]:
     if step.transition is ir.Transition.FOREACH:
         names += [Param.NUM_SPLITS, Param.SPLIT_CARDINALITY]
     elif step.transition is ir.Transition.PARALLEL:
-        names += [Param.NUM_PARALLEL, Param.WORKER_COUNT, Param.ENTROPY]
+        names += list(gang.SPLITTER_OUTPUTS)
     elif step.transition is ir.Transition.SWITCH:
         names.append(Param.SWITCH_STEP)
     if step.recursive:

@@ -8,7 +8,7 @@ from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Label
 from mfargo.compiler.errors import CompileError
 
-from . import common, dag, gang, recursion, step
+from . import common, dag, jobset, recursion, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -18,7 +18,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
     templates = dag.build_all(wf, entrypoint)
     for s in wf.steps.values():
         if s.gang:
-            templates.append(gang.build(s, wf, default_image))
+            templates.append(jobset.template(s, wf))
         else:
             templates.append(step.build(s, wf, default_resources))
         if s.recursive:

@@ -20,8 +20,9 @@ import uuid
 from metaflow.decorators import StepDecorator
 from metaflow.exception import MetaflowException
 
+from . import pod_contract as contract
+
 UBF_CONTROL = "ubf_control"
-ENTROPY_CHARS = 10  # 40 bits: a gang task id collision across 1,000 splits is ~5e-7
 
 
 class MfargoInternalDecorator(StepDecorator):
@@ -45,25 +46,29 @@ class MfargoInternalDecorator(StepDecorator):
             ]
 
     def task_finished(self, step_name, flow, graph, is_task_ok, retry_count, max_user_code_retries):
-        out_dir = os.environ.get("MFARGO_OUTPUT_DIR")
+        out_dir = os.environ.get(contract.OUTPUT_DIR_ENV)
         if not is_task_ok or not out_dir:
             return
-        node = graph[step_name]
-        outputs = {"task-id": self._task_id}
-        if node.type == "foreach" and node.parallel_foreach:
-            n = int(flow._parallel_ubf_iter.num_parallel)
-            outputs["num-parallel"] = str(n)
-            outputs["worker-count"] = str(n - 1)
-            outputs["task-id-entropy"] = uuid.uuid4().hex[:ENTROPY_CHARS]
-        elif node.type == "foreach":
-            k = int(flow._foreach_num_splits)
-            outputs["num-splits"] = json.dumps(list(range(k)))
-            outputs["split-cardinality"] = str(k)
-        elif node.type == "split-switch":
-            outputs["switch-step"] = flow._transition[0][0]
-        for name, value in outputs.items():
+        for name, value in output_files(self._task_id, graph[step_name], flow).items():
             with open(os.path.join(out_dir, name), "w") as f:
                 f.write(value)
+
+
+def output_files(task_id, node, flow):
+    """File name -> content: what this task tells its successors through Argo outputs."""
+    outputs = {contract.TASK_ID_FILE: task_id}
+    if node.type == "foreach" and node.parallel_foreach:
+        n = int(flow._parallel_ubf_iter.num_parallel)
+        outputs[contract.NUM_PARALLEL_FILE] = str(n)
+        outputs[contract.WORKER_COUNT_FILE] = str(n - 1)
+        outputs[contract.ENTROPY_FILE] = uuid.uuid4().hex[: contract.ENTROPY_CHARS]
+    elif node.type == "foreach":
+        k = int(flow._foreach_num_splits)
+        outputs[contract.NUM_SPLITS_FILE] = json.dumps(list(range(k)))
+        outputs[contract.SPLIT_CARDINALITY_FILE] = str(k)
+    elif node.type == "split-switch":
+        outputs[contract.SWITCH_STEP_FILE] = flow._transition[0][0]
+    return outputs
 
 
 EVENT_PREFIX = "METAFLOW_ARGO_EVENT_PAYLOAD_"  # + <type>_<name>, set from the Sensor's parameters
@@ -94,10 +99,9 @@ def _expose_trigger():
 
 
 def _gang_task_ids():
-    entropy_id = os.environ["MF_PARALLEL_CONTROL_TASK_ID"]  # control-<E>-0
-    entropy = entropy_id[len("control-") : -len("-0")]
-    n = int(os.environ["MF_WORLD_SIZE"])
-    return [entropy_id] + ["worker-%s-%d" % (entropy, i) for i in range(n - 1)]
+    """The gang's task ids, rebuilt from the env the JobSet gives every pod."""
+    entropy = contract.entropy_of(os.environ["MF_PARALLEL_CONTROL_TASK_ID"])
+    return contract.gang_task_ids(entropy, os.environ["MF_WORLD_SIZE"])
 
 
 def _setup_parallel_env(ubf_context, timeout):

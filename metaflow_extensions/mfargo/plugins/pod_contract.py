@@ -1,0 +1,51 @@
+"""What the compiler and the in-pod decorator must agree on, written once.
+
+The compiler (``mfargo.compiler``) emits YAML whose templates read files a pod writes
+and whose pods run with task ids the join rebuilds; ``pod_hooks`` writes those files
+and rebuilds those ids inside the pod. Both import this module, so a name or formula
+cannot drift between them. No imports: it runs in pods (shipped with Metaflow's code
+package as part of this extension) and in the compiler alike.
+"""
+
+# Environment variable naming the directory the pod writes its output files into.
+OUTPUT_DIR_ENV = "MFARGO_OUTPUT_DIR"
+
+# Output files a pod writes (each is also the Argo output parameter of the same name).
+TASK_ID_FILE = "task-id"
+NUM_SPLITS_FILE = "num-splits"  # JSON list [0..K-1], feeds withParam
+SPLIT_CARDINALITY_FILE = "split-cardinality"
+SWITCH_STEP_FILE = "switch-step"
+NUM_PARALLEL_FILE = "num-parallel"  # the gang size N (the splitter's num_parallel)
+WORKER_COUNT_FILE = "worker-count"  # N - 1: the worker job's replicas
+ENTROPY_FILE = "task-id-entropy"  # E, minted once per gang (per split) by the splitter
+
+# The gang's replicated jobs (JobSet) and the task-id roles (Metaflow's contract).
+CONTROL_ROLE = "control"
+WORKER_ROLE = "worker"
+ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
+
+
+def gang_task_id(role, entropy, index):
+    """<role>-<E>-<index>: control-E-0, worker-E-0 ... worker-E-(N-2)."""
+    return "%s-%s-%s" % (role, entropy, index)
+
+
+def control_task_id(entropy):
+    return gang_task_id(CONTROL_ROLE, entropy, "0")
+
+
+def worker_task_id(entropy, index):
+    return gang_task_id(WORKER_ROLE, entropy, index)
+
+
+def gang_task_ids(entropy, num_parallel):
+    """Every task id of a gang of ``num_parallel`` pods, control first."""
+    return [control_task_id(entropy)] + [worker_task_id(entropy, i) for i in range(int(num_parallel) - 1)]
+
+
+def entropy_of(control_id):
+    """E back from a control task id (the inverse of ``control_task_id``)."""
+    prefix, suffix = CONTROL_ROLE + "-", "-0"
+    if not (control_id.startswith(prefix) and control_id.endswith(suffix)):
+        raise ValueError("%r is not a control task id" % control_id)
+    return control_id[len(prefix) : -len(suffix)]
