@@ -48,8 +48,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         )
     scheduled = any(d.name == "schedule" for d in flow_decorators)
     project = dict(options.project)
-    name = options.name or project.get("project_flow_name") or graph.name
-    wf_name = naming.workflow_template_name(name)
+    wf_name = naming.deployed_name(options.name, project.get("project_flow_name"), graph.name)
     return ir.Workflow(
         name=wf_name,
         flow_name=graph.name,

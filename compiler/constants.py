@@ -95,6 +95,12 @@ class Label:
     TITLE: Final = "workflows.argoproj.io/title"
     DESCRIPTION: Final = "workflows.argoproj.io/description"
     CODE_DIR: Final = "mfargo/code-dir"
+    # Set when deploying (mfargo.deploy), read back by later commands and Metaflow's Deployer.
+    OWNER: Final = "metaflow/owner"
+    TRIGGERED_BY: Final = "metaflow/triggered_by_user"
+    SENSOR_NAME: Final = "metaflow/sensor_name"
+    SENSOR_NAMESPACE: Final = "metaflow/sensor_namespace"
+    BUNDLE_OBJECTS: Final = "mfargo/objects"  # the bundle's other objects, so `delete` can remove them
     METAFLOW: Final = "metaflow"
 
 

@@ -52,10 +52,6 @@ def sanitized_event_name(name: str) -> str:
     return "%s_%s" % (name.replace(".", "").replace("-", "").replace("@", "").replace("+", ""), digest)
 
 
-def sensor_name(template_name: str) -> str:
-    return template_name.replace(".", "-")
-
-
 def triggers(flow_decorators, parameters: tuple[ir.Parameter, ...], project: dict, template_name: str):
     """The Sensor's events, or None without @trigger/@trigger_on_finish."""
     decos = _by_name(flow_decorators)
@@ -71,7 +67,7 @@ def triggers(flow_decorators, parameters: tuple[ir.Parameter, ...], project: dic
     reset = (getattr(deco, "options", None) or deco.attributes.get("options") or {}).get("reset_at") or {}
     return ir.Triggers(
         events=tuple(events),
-        sensor_name=sensor_name(template_name),
+        sensor_name=naming.sensor_name(template_name),
         reset_cron=reset.get("cron"),
         reset_timezone=reset.get("timezone"),
     )

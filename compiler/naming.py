@@ -54,6 +54,16 @@ def workflow_template_name(name: str) -> str:
     return clean
 
 
+def deployed_name(name_option: str | None, project_flow_name: str | None, flow_name: str) -> str:
+    """The WorkflowTemplate a flow deploys to: `--name`, else @project's flow name, else the flow's."""
+    return workflow_template_name(name_option or project_flow_name or flow_name)
+
+
+def sensor_name(template_name: str) -> str:
+    """The Argo Events Sensor of a WorkflowTemplate (Sensor names may not contain '.')."""
+    return template_name.replace(".", "-")
+
+
 def template_name(step: str) -> str:
     """Argo template and DAG task name for a step (Argo names may not contain '_')."""
     return step.replace("_", "-")

@@ -26,7 +26,7 @@ def workflow_parameters(flow, scheduled: bool) -> tuple[ir.Parameter, ...]:
             continue
         if norm in _RESERVED:
             raise CompileError("parameter name *%s* is reserved by Argo Workflows" % param.name)
-        type_name = _type_name(param)
+        type_name = type_name_of(param)
         if type_name == "FilePath":
             raise CompileError(
                 "IncludeFile *%s* needs the file uploaded at deploy time; pass its content "
@@ -43,7 +43,7 @@ def workflow_parameters(flow, scheduled: bool) -> tuple[ir.Parameter, ...]:
         out.append(
             ir.Parameter(
                 name=param.name,
-                default=None if (required and not has_default) else _cli_string(default, type_name),
+                default=None if (required and not has_default) else cli_string(default, type_name),
                 description=param.kwargs.get("help"),
                 nullable=default is None and not required,
                 type_name=type_name,
@@ -65,7 +65,7 @@ def config_env_value(flow) -> str | None:
     return json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _type_name(param) -> str:
+def type_name_of(param) -> str:
     kind = param.kwargs.get("type")
     if kind is None:
         default = param.kwargs.get("default")
@@ -76,7 +76,7 @@ def _type_name(param) -> str:
     return getattr(kind, "__name__", str(kind))
 
 
-def _cli_string(value, type_name: str) -> str:
+def cli_string(value, type_name: str) -> str:
     """The text `python flow.py run --x VALUE` would accept for this value."""
     if value is None:
         return ""

@@ -3,7 +3,7 @@ client's CustomObjectsApi and the user's kube config (or the in-cluster service 
 
 Every failure is a ``ClusterError`` whose message is one line a user can act on:
 no kube config, the API server unreachable, 401/403 (credentials, RBAC), 404, 409.
-Nothing here knows about Metaflow; the CLI (``cluster_cli``) adds tokens and users.
+Nothing here knows about Metaflow; ``mfargo.deploy`` adds tokens and users.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import json
 import os
 from dataclasses import dataclass
 from typing import Any, Iterator
+
+from mfargo.errors import UserError
 
 ARGO_GROUP = "argoproj.io"
 ARGO_VERSION = "v1alpha1"
@@ -33,7 +35,7 @@ TIMEOUT = (10, 60)
 CONNECT_RETRIES = 2
 
 
-class ClusterError(Exception):
+class ClusterError(UserError):
     """One line for the user; the CLI prints it as ``mfargo: <message>`` and exits 1."""
 
     def __init__(self, message: str, status: int | None = None):

@@ -161,6 +161,10 @@ def test_only_yaml_touches_no_cluster_and_has_no_token_unless_asked(env, kube): 
     assert asked[0]["metadata"]["annotations"]["metaflow/production_token"] == "tok-1"
     assert env_of(asked[0])["METAFLOW_PRODUCTION_TOKEN"] == "tok-1"
     assert "metaflow/owner" not in asked[0]["metadata"]["annotations"]
+    # A generated token is minted once: the pods' env and the annotation agree (they differed).
+    minted = list(yaml.safe_load_all(env.create("--only-yaml", "--generate-new-token").stdout))[0]
+    token = minted["metadata"]["annotations"]["metaflow/production_token"]
+    assert token.startswith("helloflow-") and env_of(minted)["METAFLOW_PRODUCTION_TOKEN"] == token
     assert kube.requests == []
     assert env.stored_token() is None
 

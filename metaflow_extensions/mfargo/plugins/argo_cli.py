@@ -1,26 +1,22 @@
-"""`python flow.py argo-workflows create ...`: Metaflow's CLI options -> CompileOptions -> YAML.
+"""`python flow.py argo-workflows ...`: the command group and `create`.
 
-No compile logic here: this module gathers what the compiler needs from Metaflow's
-objects and config, then writes or prints the result. Errors are one line, exit 1.
+Each command declares its options where it is declared and calls the modules that do the
+work: `metaflow_inputs` (Metaflow's objects -> CompileOptions), `mfargo.pipeline`
+(compile, build, validate, text) and, only when a cluster is involved, `mfargo.deploy`.
+The run commands (trigger, status, ...) are in `cluster_cli`. Errors are one line, exit 1.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import replace
 
 from metaflow._vendor import click
 
-# Metaflow config copied into every pod's env when set (never secrets: those are Secrets).
-POD_CONFIG = (
-    "S3_ENDPOINT_URL",
-    "S3_SERVER_SIDE_ENCRYPTION",
-    "SERVICE_URL",
-    "DEFAULT_SECRETS_BACKEND_TYPE",
-    "DATATOOLS_S3ROOT",
-    "CARD_S3ROOT",
-)
+from . import cluster_cli
+from . import metaflow_inputs as inputs
 
 
 @click.group()
@@ -83,15 +79,27 @@ def _check_graph(obj):
 @click.option("--notify-image", default=None, help="Image of the notification pods (needs python3; default: start step's).")
 @click.option("--notify-slack-webhook-url", default=None, hidden=True)
 @click.option("--notify-pager-duty-integration-key", default=None, hidden=True)
+@click.option("--authorize", default=None,
+              help="Authorize this deployment with the production token of the deployed version "
+                   "(cached in METAFLOW_HOME, so needed once).")
+@click.option("--generate-new-token", is_flag=True, default=False,
+              help="Generate a new production token (moves the production flow to a new namespace).")
+@click.option("--new-token", "given_token", default=None,
+              help="Use this production token (moves the production flow to its namespace).")
+@click.option("--deployer-attribute-file", default=None, hidden=True,
+              help="Write the workflow name to this file (Metaflow's Deployer API).")
 @click.pass_obj
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
            workflow_timeout, workflow_priority, cron_schedule_field, emit_workflow, service_account, check, graph,
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
            notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
-           notify_pager_duty_integration_key):
+           notify_pager_duty_integration_key, authorize, generate_new_token, given_token, deployer_attribute_file):
+    from metaflow.exception import MetaflowException
+
     from mfargo import output, pipeline
     from mfargo.compiler import CompileError, with_code_package
+    from mfargo.errors import UserError
 
     try:
         if notify_slack_webhook_url or notify_pager_duty_integration_key:
@@ -101,30 +109,38 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             )
         if check and not output_file:
             raise CompileError("--check compares with a file: give --output-file FILE")
-        deploy = not (only_yaml or only_json or output_file or graph)  # to the cluster (cluster_cli)
-        options = cluster_cli.with_token(
-            obj, _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority),
-            deploy,
-        )
-        workflow = pipeline.compile_ir(obj.flow, obj.graph, options, _flow_decorators(obj.flow))
+        deploying = not (only_yaml or only_json or output_file or graph)
+        options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
+                                         workflow_priority)
+        token_request = (authorize, given_token, generate_new_token)
+        deployment = _deployment(obj, deploying, token_request) if deploying or given_token or generate_new_token \
+            else None
+        if deployment:
+            options = replace(options, production_token=deployment[2])
+        workflow = pipeline.compile_ir(obj.flow, obj.graph, options, inputs.flow_decorators(obj.flow))
         if graph:
             sys.stdout.write(pipeline.as_mermaid(workflow))
             return
-        workflow = _with_deployment_options(
+        workflow = inputs.with_deployment_options(
             workflow, cron_schedule_field, emit_workflow, service_account, notify_on_error, notify_on_success,
             notify_slack_webhook_url_secret, notify_pager_duty_integration_key_secret, notify_image,
             (notify_incident_io_api_key_secret, incident_io_alert_source_config_id, incident_io_metadata),
         )
         if not code_in_image:
             # Only a flow that compiles is packaged (and, unless --only-yaml or --check, uploaded).
-            upload = (deploy or bool(output_file)) and not only_yaml and not check
-            workflow = with_code_package(workflow, _code_package(obj, upload=upload))
-        docs = cluster_cli.finish(obj, pipeline.documents(workflow), deploy, only_json)
-        if deploy:
+            upload = (deploying or bool(output_file)) and not only_yaml and not check
+            workflow = with_code_package(workflow, inputs.code_package(obj, upload=upload))
+        docs = pipeline.documents(workflow)
+        if deployment:
+            _finish(obj, deployment, docs, deploying)
+        if deployer_attribute_file:
+            _write_deployer_attributes(obj, deployer_attribute_file, docs, only_json)
+        if deploying:
             return
         text = pipeline.as_json(docs) if only_json else pipeline.as_yaml(docs)
-    except CompileError as e:
-        click.secho("mfargo: %s" % e, fg="red", err=True)
+    except (CompileError, UserError, MetaflowException) as e:
+        message = getattr(e, "message", None) if isinstance(e, MetaflowException) else str(e)
+        click.secho("mfargo: %s" % " ".join(str(message or e).split()), fg="red", err=True)
         sys.exit(1)
     except Exception as e:  # a bug in mfargo: still one line, and nothing written
         if os.environ.get("MFARGO_DEBUG"):
@@ -141,10 +157,44 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         sys.stdout.write(text)
 
 
+def _deployment(obj, deploying: bool, token_request: tuple):
+    """(target, live template, token), resolved once, before compiling: against the cluster
+    when deploying, offline when only --new-token / --generate-new-token ask for a token."""
+    from mfargo import deploy
+
+    request = deploy.TokenRequest(*token_request)
+    target = deploy.target(obj.flow.name, obj.workflow_name_option)
+    if not deploying:
+        token = deploy.offline_token(target, request)
+        return (target, None, token) if token else None
+    live = target.existing()
+    return target, live, deploy.deploy_token(target, live, request)
+
+
+def _finish(obj, deployment: tuple, docs: list[dict], deploying: bool) -> None:
+    """Stamp the token on the documents; when deploying, the deployment's annotations, then apply."""
+    from mfargo import deploy
+
+    target, live, token = deployment
+    if not deploying:
+        deploy.stamp_token(docs[0], token)
+        return
+    deploy.stamp_deployment(target, docs, token, deploy.parameter_info(obj.flow))
+    deploy.apply(target, live, docs, token, obj.echo)
+
+
+def _write_deployer_attributes(obj, path: str, docs: list[dict], only_json: bool) -> None:
+    """What Metaflow's Deployer API reads back after `create`."""
+    payload = {"name": docs[0]["metadata"]["name"], "flow_name": obj.flow.name,
+               "metadata": obj.metadata.metadata_str()}
+    if only_json:
+        payload["additional_info"] = {"workflow_template": docs[0]}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(payload, f)
+
+
 def _check(path: str, text: str) -> int:
     """0 when the file holds exactly `text`; else print a unified diff and return 1."""
-    import os
-
     from mfargo import pipeline
 
     current = None
@@ -160,160 +210,5 @@ def _check(path: str, text: str) -> int:
     return 1
 
 
-def _secret_ref(value, default_key: str, option: str):
-    from mfargo.compiler import CompileError
-    from mfargo.compiler.ir import SecretRef
-
-    if value is None:
-        return None
-    name, _, key = value.partition(":")
-    if not name or (_ and not key):
-        raise CompileError("%s takes SECRET or SECRET:KEY, got %r" % (option, value))
-    return SecretRef(name=name, key=key or default_key)
-
-
-def _with_deployment_options(workflow, cron_field, emit_workflow, service_account, on_error, on_success,
-                             slack_secret, pager_duty_secret, notify_image, incident_io=(None, None, ())):
-    """Create options and Metaflow's Argo Events config -> workflow.deployment."""
-    from metaflow import metaflow_config
-
-    from mfargo.compiler import CompileError
-    from mfargo.compiler.ir import Bundle, Notify
-
-    slack = _secret_ref(slack_secret, "url", "--notify-slack-webhook-url-secret")
-    pager_duty = _secret_ref(pager_duty_secret, "integration-key", "--notify-pager-duty-integration-key-secret")
-    io_secret, io_source, io_metadata = incident_io
-    incident = _secret_ref(io_secret, "api-key", "--notify-incident-io-api-key-secret")
-    if incident and not io_source:
-        raise CompileError("incident.io alerts need --incident-io-alert-source-config-id")
-    metadata = []
-    for item in io_metadata or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CompileError("--incident-io-metadata takes KEY=VALUE, got %r" % item)
-        metadata.append((key, value))
-    if (on_error or on_success) and not (slack or pager_duty or incident):
-        raise CompileError("--notify-on-error/--notify-on-success need --notify-slack-webhook-url-secret, "
-                           "--notify-pager-duty-integration-key-secret or --notify-incident-io-api-key-secret")
-    dep = workflow.deployment
-    notify = Notify(on_error=on_error, on_success=on_success, slack=slack, pager_duty=pager_duty,
-                    incident_io=incident, incident_io_source=io_source if incident else None,
-                    incident_io_metadata=tuple(sorted(metadata)),
-                    image=notify_image or workflow.steps[workflow.start].compute.image)
-    triggers = dep.triggers
-    if triggers is not None:
-        config = {
-            "sensor_namespace": getattr(metaflow_config, "ARGO_EVENTS_SENSOR_NAMESPACE", None),
-            "event_bus": getattr(metaflow_config, "ARGO_EVENTS_EVENT_BUS", None),
-            "event_source": getattr(metaflow_config, "ARGO_EVENTS_EVENT_SOURCE", None),
-            "event_name": getattr(metaflow_config, "ARGO_EVENTS_EVENT", None),
-            "service_account": getattr(metaflow_config, "ARGO_EVENTS_SERVICE_ACCOUNT", None),
-        }
-        triggers = replace(triggers, **{k: v for k, v in config.items() if v})
-    bundle = Bundle(cron_field=cron_field, workflow=emit_workflow, service_account=service_account)
-    return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
-
-
-def _flow_decorators(flow):
-    return [d for decos in flow._flow_decorators.values() for d in decos]
-
-
-def _options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority):
-    from metaflow import current, metaflow_config
-    from metaflow.util import dict_to_cli_options
-
-    from mfargo.compiler import CompileError, CompileOptions
-
-    if obj.workflow_name_option and current.get("project_name"):
-        raise CompileError("--name cannot be used with @project: the project names the workflow")
-    top_level: dict = {}
-    for deco in _flow_decorators(obj.flow):
-        top_level.update(deco.get_top_level_options())
-    for key in ("config", "config_value", "local_config_file"):
-        top_level.pop(key, None)  # configs reach pods through METAFLOW_FLOW_CONFIG_VALUE
-    project = {}
-    if current.get("project_name"):
-        project = {k: current.get(k) for k in ("project_name", "branch_name", "project_flow_name")}
-    config_env = tuple(
-        ("METAFLOW_%s" % key, str(getattr(metaflow_config, key)))
-        for key in POD_CONFIG
-        if getattr(metaflow_config, key, None)
-    )
-    return CompileOptions(
-        name=obj.workflow_name_option,
-        namespace=metaflow_config.KUBERNETES_NAMESPACE or None,
-        max_workers=max_workers,
-        timeout_seconds=workflow_timeout,
-        priority=workflow_priority,
-        tags=tuple(tags or ()),
-        user_namespace=user_namespace,
-        code_in_image=code_in_image,
-        datastore=obj.flow_datastore.TYPE,
-        datastore_root=obj.flow_datastore.datastore_root,
-        metadata=obj.metadata.TYPE,
-        environment=obj.environment.TYPE,
-        top_level_options=tuple(dict_to_cli_options(top_level)),
-        config_env=config_env,
-        project=tuple(sorted(project.items())),
-        default_image=_default_image(),
-    )
-
-
-def _default_image() -> str:
-    from mfargo.compiler.decorators import _kubernetes_defaults
-
-    return _kubernetes_defaults()["image"]
-
-
-def _code_package(obj, upload: bool):
-    """Metaflow's content-addressed code package: its URL is known before any upload."""
-    from hashlib import sha1
-
-    from metaflow.package import MetaflowPackage
-
-    from mfargo.compiler import CompileError
-    from mfargo.compiler.ir import CodeSource
-
-    if obj.flow_datastore.TYPE == "local":
-        raise CompileError(
-            "pods cannot download a code package from a local datastore: use --code-in-image DIR, "
-            "or a remote datastore (--datastore=s3)"
-        )
-    package = MetaflowPackage(obj.flow, obj.environment, obj.echo, suffixes=obj.package_suffixes)
-    blob = package.blob
-    blob = blob.getvalue() if hasattr(blob, "getvalue") else blob
-    sha = sha1(blob).hexdigest()
-    store = obj.flow_datastore.ca_store
-    url = store._storage_impl.full_uri(store._storage_impl.path_join(store._prefix, sha[:2], sha))
-    if upload:
-        [(url, sha)] = obj.flow_datastore.save_data([blob], len_hint=1)
-    return CodeSource(
-        package_url=url,
-        package_sha=sha,
-        package_datastore=obj.flow_datastore.TYPE,
-        package_metadata=package.package_metadata,
-        package_commands=_fetch_commands(obj.environment, url, obj.flow_datastore.TYPE, package.package_metadata),
-    )
-
-
-def _fetch_commands(environment, url: str, datastore: str, metadata: str) -> tuple[str, ...]:
-    """Download and unpack the package in the pod, from Metaflow's own command parts.
-
-    Metaflow writes these for a script wrapped in `bash -c "..."` (its `\\"` escapes);
-    the shlex pass below is that wrapping undone once, so they run as plain lines.
-    """
-    import shlex
-
-    from metaflow.package import MetaflowPackage
-
-    commands = ["mkdir -p metaflow", "cd metaflow", environment._get_download_code_package_cmd(url, datastore)]
-    commands += MetaflowPackage.get_extract_commands(metadata, "job.tar", dest_dir=".")
-    for key, value in MetaflowPackage.get_post_extract_env_vars(metadata, dest_dir="$(pwd)").items():
-        if key.endswith(":"):  # Metaflow's convention: replace the variable
-            commands.append("export %s=%s" % (key[:-1], value))
-        else:  # prepend to it
-            commands.append("export %s=%s:$(printenv %s)" % (key, value, key))
-    return tuple(shlex.split('bash -c "%s"' % c)[2] for c in commands)
-
-
-from . import cluster_cli  # noqa: E402 - deploy, trigger, status, ... (needs the group above)
+for _command in cluster_cli.COMMANDS:
+    argo_workflows.add_command(_command)

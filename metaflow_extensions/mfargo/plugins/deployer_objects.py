@@ -74,7 +74,7 @@ class MfargoTriggeredRun(TriggeredRun):
         """Argo's phase as Metaflow reports it (Pending, Running, Succeeded, Failed), None if unknown."""
         from mfargo.cluster import ClusterError
 
-        from .cluster_cli import remap_status
+        from mfargo.deploy import run_status
 
         _, run_id = self.pathspec.split("/")
         try:
@@ -84,7 +84,7 @@ class MfargoTriggeredRun(TriggeredRun):
         if wf is None:
             return None
         phase = (wf.get("status") or {}).get("phase")
-        return remap_status(phase, phase == "Running" and self.run is not None)
+        return run_status(phase, phase == "Running" and self.run is not None)
 
     @property
     def is_running(self) -> bool:

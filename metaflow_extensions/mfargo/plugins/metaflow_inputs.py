@@ -1,0 +1,176 @@
+"""What the compiler needs, gathered from Metaflow's objects and config: CompileOptions, the
+deployment options (schedules' field, notifications, Argo Events config) and the code package.
+
+Separate from the command (`argo_cli`) so the option declarations stay readable and this
+gathering can be read, and tested, on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+# Metaflow config copied into every pod's env when set (never secrets: those are Secrets).
+POD_CONFIG = (
+    "S3_ENDPOINT_URL",
+    "S3_SERVER_SIDE_ENCRYPTION",
+    "SERVICE_URL",
+    "DEFAULT_SECRETS_BACKEND_TYPE",
+    "DATATOOLS_S3ROOT",
+    "CARD_S3ROOT",
+)
+
+
+def _secret_ref(value, default_key: str, option: str):
+    from mfargo.compiler import CompileError
+    from mfargo.compiler.ir import SecretRef
+
+    if value is None:
+        return None
+    name, _, key = value.partition(":")
+    if not name or (_ and not key):
+        raise CompileError("%s takes SECRET or SECRET:KEY, got %r" % (option, value))
+    return SecretRef(name=name, key=key or default_key)
+
+
+def with_deployment_options(workflow, cron_field, emit_workflow, service_account, on_error, on_success,
+                             slack_secret, pager_duty_secret, notify_image, incident_io=(None, None, ())):
+    """Create options and Metaflow's Argo Events config -> workflow.deployment."""
+    from metaflow import metaflow_config
+
+    from mfargo.compiler import CompileError
+    from mfargo.compiler.ir import Bundle, Notify
+
+    slack = _secret_ref(slack_secret, "url", "--notify-slack-webhook-url-secret")
+    pager_duty = _secret_ref(pager_duty_secret, "integration-key", "--notify-pager-duty-integration-key-secret")
+    io_secret, io_source, io_metadata = incident_io
+    incident = _secret_ref(io_secret, "api-key", "--notify-incident-io-api-key-secret")
+    if incident and not io_source:
+        raise CompileError("incident.io alerts need --incident-io-alert-source-config-id")
+    metadata = []
+    for item in io_metadata or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CompileError("--incident-io-metadata takes KEY=VALUE, got %r" % item)
+        metadata.append((key, value))
+    if (on_error or on_success) and not (slack or pager_duty or incident):
+        raise CompileError("--notify-on-error/--notify-on-success need --notify-slack-webhook-url-secret, "
+                           "--notify-pager-duty-integration-key-secret or --notify-incident-io-api-key-secret")
+    dep = workflow.deployment
+    notify = Notify(on_error=on_error, on_success=on_success, slack=slack, pager_duty=pager_duty,
+                    incident_io=incident, incident_io_source=io_source if incident else None,
+                    incident_io_metadata=tuple(sorted(metadata)),
+                    image=notify_image or workflow.steps[workflow.start].compute.image)
+    triggers = dep.triggers
+    if triggers is not None:
+        config = {
+            "sensor_namespace": getattr(metaflow_config, "ARGO_EVENTS_SENSOR_NAMESPACE", None),
+            "event_bus": getattr(metaflow_config, "ARGO_EVENTS_EVENT_BUS", None),
+            "event_source": getattr(metaflow_config, "ARGO_EVENTS_EVENT_SOURCE", None),
+            "event_name": getattr(metaflow_config, "ARGO_EVENTS_EVENT", None),
+            "service_account": getattr(metaflow_config, "ARGO_EVENTS_SERVICE_ACCOUNT", None),
+        }
+        triggers = replace(triggers, **{k: v for k, v in config.items() if v})
+    bundle = Bundle(cron_field=cron_field, workflow=emit_workflow, service_account=service_account)
+    return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
+
+
+def flow_decorators(flow):
+    return [d for decos in flow._flow_decorators.values() for d in decos]
+
+
+def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority):
+    from metaflow import current, metaflow_config
+    from metaflow.util import dict_to_cli_options
+
+    from mfargo.compiler import CompileError, CompileOptions
+
+    if obj.workflow_name_option and current.get("project_name"):
+        raise CompileError("--name cannot be used with @project: the project names the workflow")
+    top_level: dict = {}
+    for deco in flow_decorators(obj.flow):
+        top_level.update(deco.get_top_level_options())
+    for key in ("config", "config_value", "local_config_file"):
+        top_level.pop(key, None)  # configs reach pods through METAFLOW_FLOW_CONFIG_VALUE
+    project = {}
+    if current.get("project_name"):
+        project = {k: current.get(k) for k in ("project_name", "branch_name", "project_flow_name")}
+    config_env = tuple(
+        ("METAFLOW_%s" % key, str(getattr(metaflow_config, key)))
+        for key in POD_CONFIG
+        if getattr(metaflow_config, key, None)
+    )
+    return CompileOptions(
+        name=obj.workflow_name_option,
+        namespace=metaflow_config.KUBERNETES_NAMESPACE or None,
+        max_workers=max_workers,
+        timeout_seconds=workflow_timeout,
+        priority=workflow_priority,
+        tags=tuple(tags or ()),
+        user_namespace=user_namespace,
+        code_in_image=code_in_image,
+        datastore=obj.flow_datastore.TYPE,
+        datastore_root=obj.flow_datastore.datastore_root,
+        metadata=obj.metadata.TYPE,
+        environment=obj.environment.TYPE,
+        top_level_options=tuple(dict_to_cli_options(top_level)),
+        config_env=config_env,
+        project=tuple(sorted(project.items())),
+        default_image=_default_image(),
+    )
+
+
+def _default_image() -> str:
+    from mfargo.compiler.decorators import _kubernetes_defaults
+
+    return _kubernetes_defaults()["image"]
+
+
+def code_package(obj, upload: bool):
+    """Metaflow's content-addressed code package: its URL is known before any upload."""
+    from hashlib import sha1
+
+    from metaflow.package import MetaflowPackage
+
+    from mfargo.compiler import CompileError
+    from mfargo.compiler.ir import CodeSource
+
+    if obj.flow_datastore.TYPE == "local":
+        raise CompileError(
+            "pods cannot download a code package from a local datastore: use --code-in-image DIR, "
+            "or a remote datastore (--datastore=s3)"
+        )
+    package = MetaflowPackage(obj.flow, obj.environment, obj.echo, suffixes=obj.package_suffixes)
+    blob = package.blob
+    blob = blob.getvalue() if hasattr(blob, "getvalue") else blob
+    sha = sha1(blob).hexdigest()
+    store = obj.flow_datastore.ca_store
+    url = store._storage_impl.full_uri(store._storage_impl.path_join(store._prefix, sha[:2], sha))
+    if upload:
+        [(url, sha)] = obj.flow_datastore.save_data([blob], len_hint=1)
+    return CodeSource(
+        package_url=url,
+        package_sha=sha,
+        package_datastore=obj.flow_datastore.TYPE,
+        package_metadata=package.package_metadata,
+        package_commands=_fetch_commands(obj.environment, url, obj.flow_datastore.TYPE, package.package_metadata),
+    )
+
+
+def _fetch_commands(environment, url: str, datastore: str, metadata: str) -> tuple[str, ...]:
+    """Download and unpack the package in the pod, from Metaflow's own command parts.
+
+    Metaflow writes these for a script wrapped in `bash -c "..."` (its `\\"` escapes);
+    the shlex pass below is that wrapping undone once, so they run as plain lines.
+    """
+    import shlex
+
+    from metaflow.package import MetaflowPackage
+
+    commands = ["mkdir -p metaflow", "cd metaflow", environment._get_download_code_package_cmd(url, datastore)]
+    commands += MetaflowPackage.get_extract_commands(metadata, "job.tar", dest_dir=".")
+    for key, value in MetaflowPackage.get_post_extract_env_vars(metadata, dest_dir="$(pwd)").items():
+        if key.endswith(":"):  # Metaflow's convention: replace the variable
+            commands.append("export %s=%s" % (key[:-1], value))
+        else:  # prepend to it
+            commands.append("export %s=%s:$(printenv %s)" % (key, value, key))
+    return tuple(shlex.split('bash -c "%s"' % c)[2] for c in commands)

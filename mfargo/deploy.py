@@ -1,0 +1,360 @@
+"""Deploying compiled documents and acting on deployed workflows: what every front end calls.
+
+The Metaflow plugin's commands (`argo-workflows create/trigger/status/...`) only declare
+options and call these. Imported only when a command talks to a cluster, so offline
+compiles never load the kubernetes client. Failures are `DeployError` / `ClusterError`
+(one line each); tokens follow `mfargo.tokens`; names come from `compiler.naming`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from mfargo import tokens
+from mfargo.cluster import CRON_WORKFLOWS, SENSORS, WORKFLOW_TEMPLATES, Cluster, Resource
+from mfargo.compiler import naming
+from mfargo.compiler.constants import Label
+from mfargo.errors import UserError
+
+Echo = Callable[..., None]  # Metaflow's obj.echo(text, bold=..., fg=...)
+ARGO_API = "argoproj.io/v1alpha1"
+
+
+class DeployError(UserError):
+    """A user-facing refusal (printed as one line)."""
+
+
+@dataclass
+class Target:
+    """The workflow a flow deploys to: its name, token-store key, namespace and cluster."""
+
+    flow_name: str
+    name: str
+    token_prefix: str
+    namespace: str
+    project: str | None = None
+    branch: str | None = None
+    _cluster: Cluster | None = field(default=None, repr=False)
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.namespace)
+        return self._cluster
+
+    def existing(self) -> dict | None:
+        """The deployed WorkflowTemplate; an error if one exists that Metaflow did not make."""
+        live = self.cluster.get(WORKFLOW_TEMPLATES, self.name)
+        if live is not None and Label.FLOW_NAME not in annotations(live):
+            raise DeployError(
+                "a WorkflowTemplate named %s that was not deployed by Metaflow exists in namespace %s: "
+                "delete it or choose another name with `argo-workflows --name`" % (self.name, self.namespace)
+            )
+        return live
+
+
+def target(flow_name: str, name_option: str | None) -> Target:
+    """The target of the flow being run (Metaflow's `current` holds @project's names)."""
+    from metaflow import current
+    from metaflow.metaflow_config import KUBERNETES_NAMESPACE
+
+    project, branch = current.get("project_name"), current.get("branch_name")
+    if project and name_option:
+        raise DeployError("--name cannot be used with @project: the project names the workflow")
+    project_flow = current.get("project_flow_name") if project else None
+    return Target(
+        flow_name=flow_name,
+        name=naming.deployed_name(name_option, project_flow, flow_name),
+        token_prefix=tokens.token_prefix(name_option or flow_name, project, branch),
+        namespace=KUBERNETES_NAMESPACE or "default",
+        project=project,
+        branch=branch,
+    )
+
+
+def annotations(obj: dict) -> dict:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def authorized(target: Target, deployed: dict, my_token: str | None) -> bool:
+    """May the current user change what carries these annotations?"""
+    from metaflow.plugins.aws.step_functions.production_token import load_token
+    from metaflow.util import get_username
+
+    token = deployed.get(Label.PRODUCTION_TOKEN)
+    if token is None:
+        return True
+    mine = tokens.strip(my_token) if my_token else load_token(target.token_prefix)
+    return tokens.authorized(token, deployed.get(Label.OWNER), get_username(), mine)
+
+
+def token_refusal(target: Target, owner: str | None, command: str) -> DeployError:
+    return DeployError(
+        "%s in namespace %s was deployed by %s with a production token you do not have; "
+        "ask them for it and run `argo-workflows %s --authorize TOKEN`" % (target.name, target.namespace, owner, command)
+    )
+
+
+# -- create -----------------------------------------------------------------------------
+
+
+@dataclass
+class TokenRequest:
+    """`create`'s token options."""
+
+    authorize: str | None = None
+    given: str | None = None
+    generate: bool = False
+
+
+def _new_token(target: Target) -> Callable[[str | None], str | None]:
+    from metaflow.plugins.aws.step_functions.production_token import new_token
+
+    return lambda previous: new_token(target.token_prefix, previous)
+
+
+def deploy_token(target: Target, live: dict | None, request: TokenRequest) -> str:
+    """Checked against the deployed template before compiling: refuse early, compile once."""
+    ann = annotations(live) if live else {}
+    if not authorized(target, ann, request.authorize):
+        raise token_refusal(target, ann.get(Label.OWNER), "create")
+    return tokens.deploy_token(ann.get(Label.PRODUCTION_TOKEN), request.given, request.generate, target.project,
+                               _new_token(target))
+
+
+def offline_token(target: Target, request: TokenRequest) -> str | None:
+    return tokens.offline_token(request.given, request.generate, target.project, _new_token(target))
+
+
+def stamp_token(template: dict, token: str) -> None:
+    """The token on the template and on every run it starts."""
+    template["metadata"].setdefault("annotations", {})[Label.PRODUCTION_TOKEN] = token
+    wf_meta = template["spec"].setdefault("workflowMetadata", {})
+    wf_meta.setdefault("annotations", {})[Label.PRODUCTION_TOKEN] = token
+
+
+def stamp_deployment(target: Target, docs: list[dict], token: str, parameters: dict) -> None:
+    """Deploy-only annotations: who deployed with which token (also on every run, for
+    terminate/suspend checks), the Parameters (for Deployer.from_deployment), the bundle."""
+    from metaflow.util import get_username
+
+    template = docs[0]
+    run_ann = {Label.OWNER: get_username() or "unknown", Label.PRODUCTION_TOKEN: token,
+               Label.FLOW_NAME: target.flow_name}
+    if target.project:
+        run_ann[Label.PROJECT_NAME] = target.project
+        run_ann[Label.BRANCH_NAME] = target.branch
+    ann = template["metadata"].setdefault("annotations", {})
+    ann.update(run_ann)
+    ann[Label.PARAMETERS] = json.dumps(parameters, sort_keys=True)
+    others = [
+        {"apiVersion": d["apiVersion"], "kind": d["kind"], "name": d["metadata"]["name"],
+         "namespace": d["metadata"].get("namespace") or target.namespace}
+        for d in docs[1:]
+        if d["kind"] != "Workflow"
+    ]
+    if others:
+        ann[Label.BUNDLE_OBJECTS] = json.dumps(others, sort_keys=True)
+    wf_meta = template["spec"].setdefault("workflowMetadata", {})
+    wf_meta.setdefault("annotations", {}).update(run_ann)
+
+
+def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo: Echo) -> None:
+    """Apply every document, start the --workflow run, remove what the bundle no longer has,
+    then store the token."""
+    from metaflow.plugins.aws.step_functions.production_token import store_token
+
+    if docs[0]["metadata"]["name"] != target.name:
+        raise DeployError("compiled template %s but resolved %s (a bug in mfargo)" % (docs[0]["metadata"]["name"],
+                                                                                     target.name))
+    cluster = target.cluster
+    echo("Deploying *%s* to Argo Workflows in namespace *%s*..." % (target.name, target.namespace), bold=True)
+    for doc in docs:
+        if doc["kind"] == "Workflow" and not doc["metadata"].get("name"):
+            continue  # --workflow: a run, started below once everything it needs exists
+        action = cluster.apply(doc)
+        echo("%s %s *%s*" % (action.capitalize(), doc["kind"], doc["metadata"]["name"]))
+    for doc in docs:
+        if doc["kind"] == "Workflow" and not doc["metadata"].get("name"):
+            created = cluster.create(Resource.of(doc), doc, doc["metadata"].get("namespace"))
+            echo("Started run *%s*" % naming.run_id(created["metadata"]["name"]))
+    _remove_stale(target, live, docs, echo)
+    store_token(target.token_prefix, token)
+    echo("")
+    echo("The namespace of this production flow is")
+    echo("    production:%s" % token, fg="green")
+    echo("To analyze results of this production flow add this line in your notebooks:")
+    echo('    namespace("production:%s")' % token, fg="green")
+    echo("If you want to authorize other people to deploy new versions of this flow to "
+         "Argo Workflows, they need to call")
+    echo("    argo-workflows create --authorize %s" % token, fg="green")
+    echo("")
+    echo("Workflow *%s* for flow *%s* deployed to Argo Workflows successfully." % (target.name, target.flow_name),
+         bold=True)
+
+
+def _remove_stale(target: Target, live: dict | None, docs: list[dict], echo: Echo) -> None:
+    """Objects of the previous deployment the new bundle no longer has (a schedule or a
+    sensor removed from the flow must stop starting runs)."""
+    kept = {(d["kind"], d["metadata"].get("name"), d["metadata"].get("namespace") or target.namespace) for d in docs}
+    if ("CronWorkflow", target.name, target.namespace) not in kept:
+        if target.cluster.delete(CRON_WORKFLOWS, target.name):
+            echo("Deleted the previous CronWorkflow *%s*" % target.name)
+    if live is None:
+        return
+    ann = annotations(live)
+    stale = list(_recorded_objects(live))
+    if ann.get(Label.SENSOR_NAME):
+        stale.append({"apiVersion": ARGO_API, "kind": "Sensor", "name": ann[Label.SENSOR_NAME],
+                      "namespace": ann.get(Label.SENSOR_NAMESPACE) or target.namespace})
+    for ref in stale:
+        if (ref["kind"], ref["name"], ref.get("namespace") or target.namespace) not in kept:
+            if target.cluster.delete(Resource.of(ref), ref["name"], ref.get("namespace")):
+                echo("Deleted the previous %s *%s*" % (ref["kind"], ref["name"]))
+
+
+def _recorded_objects(template: dict) -> list[dict]:
+    try:
+        return list(json.loads(annotations(template).get(Label.BUNDLE_OBJECTS) or "[]"))
+    except ValueError:
+        return []
+
+
+def delete(target: Target, authorize: str | None, echo: Echo) -> None:
+    """The template, its schedule, its sensor and the bundle's other objects."""
+    from metaflow.plugins.aws.step_functions.production_token import store_token
+
+    live = target.existing()
+    ann = annotations(live) if live else {}
+    if not authorized(target, ann, authorize):
+        raise token_refusal(target, ann.get(Label.OWNER), "delete")
+    cluster = target.cluster
+    echo("Deleting workflow *%s*..." % target.name, bold=True)
+    if cluster.delete(CRON_WORKFLOWS, target.name):
+        echo("Deleted CronWorkflow *%s*" % target.name)
+    sensor = ann.get(Label.SENSOR_NAME) or naming.sensor_name(target.name)
+    if cluster.delete(SENSORS, sensor, ann.get(Label.SENSOR_NAMESPACE)):
+        echo("Deleted Sensor *%s*" % sensor)
+    for ref in _recorded_objects(live or {}):
+        if cluster.delete(Resource.of(ref), ref["name"], ref.get("namespace")):
+            echo("Deleted %s *%s*" % (ref["kind"], ref["name"]))
+    if not cluster.delete(WORKFLOW_TEMPLATES, target.name):
+        raise DeployError("workflow %s does not exist in namespace %s" % (target.name, target.namespace))
+    if ann.get(Label.PRODUCTION_TOKEN):
+        store_token(target.token_prefix, ann[Label.PRODUCTION_TOKEN])
+    echo("Deleted WorkflowTemplate *%s*. Runs in flight are not affected; terminate them if needed." % target.name)
+
+
+def list_templates(flow_name: str, every: bool) -> list[str]:
+    from metaflow.metaflow_config import KUBERNETES_NAMESPACE
+
+    cluster = Cluster(KUBERNETES_NAMESPACE or "default")
+    return [t["metadata"]["name"] for t in cluster.list(WORKFLOW_TEMPLATES)
+            if every or annotations(t).get(Label.FLOW_NAME) == flow_name]
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+def workflow_name(run_id: str) -> str:
+    """The Argo Workflow behind a Metaflow run id (`argo-<Workflow name>`)."""
+    prefix = naming.RUN_ID_PREFIX
+    if not run_id.startswith(prefix) or len(run_id) == len(prefix):
+        raise DeployError("run ids of flows run on Argo Workflows begin with '%s' (got %r)" % (prefix, run_id))
+    return run_id[len(prefix):]
+
+
+def trigger(target: Target, parameters: dict[str, str], identity: str) -> str:
+    """Submit a run of the deployed template; returns its Metaflow run id."""
+    if target.existing() is None:
+        raise DeployError("workflow %s is not deployed in namespace %s: run `argo-workflows create` first"
+                          % (target.name, target.namespace))
+    kind, _, who = identity.partition(":")
+    created = target.cluster.submit(
+        target.name, parameters,
+        annotations={Label.TRIGGERED_BY: json.dumps({"type": kind, "name": who or "unknown"})},
+    )
+    return naming.run_id(created["metadata"]["name"])
+
+
+def checked_run(target: Target, run_id: str, authorize: str | None, command: str) -> str:
+    """The Workflow name of ``run_id`` once it is known to be this flow's and ours to change."""
+    name = workflow_name(run_id)
+    wf = target.cluster.get_workflow(name)
+    if wf is None:
+        raise DeployError("no run %s in namespace %s" % (run_id, target.namespace))
+    ann = annotations(wf)
+    flow = ann.get(Label.FLOW_NAME)
+    if flow is not None and flow != target.flow_name:
+        raise DeployError("run %s belongs to flow %s, not %s" % (run_id, flow, target.flow_name))
+    if ann.get(Label.PROJECT_NAME) is not None:
+        if target.project != ann[Label.PROJECT_NAME]:
+            raise DeployError("run %s belongs to project %s; use @project or --name to target it"
+                              % (run_id, ann[Label.PROJECT_NAME]))
+        if target.branch != ann.get(Label.BRANCH_NAME):
+            raise DeployError("run %s belongs to branch %s; use --branch or --production to target it"
+                              % (run_id, ann.get(Label.BRANCH_NAME)))
+    if not authorized(target, ann, authorize):
+        raise DeployError("run %s was started by a deployment of %s with a production token you do not have; "
+                          "ask for it and run `argo-workflows %s --authorize TOKEN %s`"
+                          % (run_id, ann.get(Label.OWNER), command, run_id))
+    return name
+
+
+def run_status(phase: str | None, metaflow_knows_run: bool) -> str:
+    """Argo's phase as Metaflow reports it: Error -> Failed; running before Metaflow knows the run -> Pending."""
+    if not phase:
+        return "Pending"
+    phase = {"Error": "Failed"}.get(phase, phase)
+    if phase == "Running" and not metaflow_knows_run:
+        return "Pending"
+    return phase
+
+
+def status(target: Target, run_id: str) -> str:
+    wf = target.cluster.get_workflow(workflow_name(run_id))
+    if wf is None:
+        raise DeployError("no run %s in namespace %s" % (run_id, target.namespace))
+    phase = (wf.get("status") or {}).get("phase")
+    return run_status(phase, phase == "Running" and _metaflow_knows("%s/%s" % (target.flow_name, run_id)))
+
+
+def _metaflow_knows(pathspec: str) -> bool:
+    try:
+        from metaflow import Run
+
+        Run(pathspec, _namespace_check=False)
+        return True
+    except Exception:  # noqa: BLE001 - no run yet, or the metadata service is unreachable
+        return False
+
+
+def parameter_info(flow: Any) -> dict:
+    """What Metaflow's `metaflow/parameters` annotation holds (Deployer.from_deployment reads it)."""
+    from mfargo.compiler.parameters import type_name_of
+
+    out = {}
+    for var, param in flow._get_parameters():
+        if param.IS_CONFIG_PARAMETER:
+            continue
+        out[param.name] = {
+            "python_var_name": var,
+            "name": param.name,
+            "type": type_name_of(param),
+            "description": param.kwargs.get("help"),
+            "is_required": bool(param.kwargs.get("required", False)),
+        }
+    return out
+
+
+def parameter_string(param: Any, value: Any) -> str:
+    """The string `python flow.py run --x VALUE` takes: what the compiled template expects."""
+    from metaflow.parameters import DelayedEvaluationParameter
+
+    from mfargo.compiler.parameters import cli_string, type_name_of
+
+    if isinstance(value, DelayedEvaluationParameter):
+        value = value(return_str=True)
+    return cli_string(value, type_name_of(param))
