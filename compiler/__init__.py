@@ -16,7 +16,7 @@ from .constants import Env, Label
 from .errors import CompileError
 from .options import CompileOptions
 
-__all__ = ["compile_flow", "with_code_package", "CompileError", "CompileOptions"]
+__all__ = ["compile_flow", "with_code_package", "own_env", "CompileError", "CompileOptions"]
 
 
 def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
@@ -90,6 +90,14 @@ def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:
         ("METAFLOW_CODE_METADATA", code.package_metadata),
     )
     return replace(wf, code=code, env=wf.env + tuple((k, v) for k, v in env if v))
+
+
+def own_env(wf: ir.Workflow) -> frozenset:
+    """Shared env pairs holding Argo tags mfargo itself writes (the rest is user text)."""
+    from .flow_decorators import event_env
+
+    ours = {(Env.ARGO_WORKFLOW_NAME, "{{workflow.name}}"), (Env.ARGO_WORKFLOW_NAMESPACE, "{{workflow.namespace}}")}
+    return frozenset(ours | set(event_env(wf.deployment.triggers)))
 
 
 def _script_path(flow) -> str:

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 from .constants import INTERNAL_DECORATOR, Env
+from .usertext import kubernetes_literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,8 @@ def render(lines: list[Line]) -> str:
 
 
 def bash(lines: list[Line]) -> list[str]:
-    return ["bash", "-c", render(lines)]
+    """The container command; Kubernetes' `$(VAR)` expansion leaves the script as written."""
+    return ["bash", "-c", kubernetes_literal(render(lines))]
 
 
 # --- building blocks ---------------------------------------------------------------
@@ -103,6 +105,15 @@ def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Li
 def unset_if_empty(names: list[str]) -> list[Line]:
     """A parameter with a None default arrives empty: unset it so Metaflow sees None."""
     return [(Raw('[ -n "${%s-}" ] || unset %s' % (n, n)),) for n in names]
+
+
+def decode_base64_env(source: str, target: str) -> list[Line]:
+    """export target=<source base64-decoded>, byte for byte: the '.' appended inside the
+    command substitution keeps trailing newlines, and is removed after."""
+    return [
+        (Raw('%s="$(printf %%s "${%s}" | base64 -d && printf .)"' % (target, source)),),
+        (Raw('export %s="${%s%%.}"' % (target, target)),),
+    ]
 
 
 def write_paths(value: Token) -> Line:

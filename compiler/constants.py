@@ -49,6 +49,7 @@ class Env:
     ARGO_WORKFLOW_NAMESPACE: Final = "ARGO_WORKFLOW_NAMESPACE"
     # Parameter values reach `flow.py init` through these (click's auto_envvar_prefix).
     INIT_PREFIX: Final = "METAFLOW_INIT_"
+    PARAM_BASE64_PREFIX: Final = "MFARGO_PARAM_BASE64_"  # + the INIT name: the value, base64
     # mfargo's in-pod decorator writes its Argo output files into this directory.
     OUTPUT_DIR: Final = contract.OUTPUT_DIR_ENV
     TEMPDIR: Final = "METAFLOW_TEMPDIR"

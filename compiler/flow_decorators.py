@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from hashlib import sha1
 
-from . import ir, naming
+from . import ir, naming, usertext
 from .errors import CompileError
 
 EVENT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -147,7 +147,7 @@ def event_env(trig: ir.Triggers | None) -> tuple[tuple[str, str], ...]:
     if trig is None:
         return ()
     return tuple(
-        (EVENT_PAYLOAD_ENV % (e.kind, e.sanitized_name), "{{workflow.parameters.%s}}" % e.sanitized_name)
+        (EVENT_PAYLOAD_ENV % (e.kind, e.sanitized_name), usertext.run_time_value(e.sanitized_name))
         for e in trig.events
     )
 

@@ -6,7 +6,8 @@ import difflib
 import json
 
 from mfargo import templates, validation
-from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir
+from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir, usertext
+from mfargo.compiler import own_env
 from mfargo.compiler import flow_decorators as deployment
 from mfargo.templates import emit
 
@@ -19,6 +20,7 @@ def compile_ir(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.W
 
 def documents(workflow: ir.Workflow) -> list[dict]:
     """Every document to emit, checked against Argo's schema and the JobSet CRD."""
+    usertext.check_workflow(workflow, own_env(workflow))
     docs = templates.build(workflow)
     problems = validation.validate_documents(docs)
     if problems:

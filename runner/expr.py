@@ -15,7 +15,7 @@ instead of a silently wrong value.  Supported:
   ``in``, ``&& and``, ``|| or``, and the ternary ``c ? a : b`` (short-circuit: the
   branch not taken is never evaluated), parentheses;
 * functions: ``asInt``, ``asFloat``, ``string``, ``int``, ``float``, ``len``,
-  ``toJson``/``toJSON``, ``upper``, ``lower``, ``trim`` and
+  ``toJson``/``toJSON``, ``toBase64``, ``upper``, ``lower``, ``trim`` and
   ``sprig.int``, ``sprig.float64``, ``sprig.add``, ``sprig.sub``, ``sprig.mul``,
   ``sprig.div``, ``sprig.mod``, ``sprig.trim``, ``sprig.toString``, ``sprig.upper``,
   ``sprig.lower``, ``sprig.default``.
@@ -393,7 +393,18 @@ def _sprig_default(d: Any, v: Any) -> Any:
     return d if v in (None, "", 0, False, [], {}) else v
 
 
+def _to_base64(v: Any) -> str:
+    """expr-lang's toBase64: the string's UTF-8 bytes, standard alphabet, padded."""
+    import base64
+
+    v = _use(v)
+    if not isinstance(v, str):
+        raise ExprError(f"toBase64: expected a string, got {_type(v)}")
+    return base64.b64encode(v.encode("utf-8")).decode("ascii")
+
+
 _FUNCS: dict[str, Any] = {
+    "toBase64": _to_base64,
     "asInt": _as_int,
     "asFloat": _as_float,
     "int": _as_int,

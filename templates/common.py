@@ -8,6 +8,7 @@ from hera.workflows import models as m
 
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Env, Label, Path
+from mfargo.compiler.usertext import kubernetes_literal
 
 from . import expr
 
@@ -22,7 +23,8 @@ FIELD_REFS = (
 
 
 def env_vars(pairs) -> list[m.EnvVar]:
-    return [m.EnvVar(name=k, value=v) for k, v in pairs]
+    """Literal env values: Kubernetes' `$(VAR)` expansion leaves them as written."""
+    return [m.EnvVar(name=k, value=kubernetes_literal(v)) for k, v in pairs]
 
 
 def field_ref(name: str, path: str) -> m.EnvVar:

@@ -17,6 +17,8 @@ def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     lines += input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
     if isinstance(step.inputs, ir.FromParameters):
+        for p in wf.parameters:
+            lines += sh.decode_base64_env(parameter_base64_env(p.name), parameter_env(p.name))
         lines += sh.unset_if_empty(nullable_parameter_envs(wf))
         lines.append(sh.init_call(wf.script, wf.top_level_args, wiring.RUN_ID, naming.PARAMETERS_TASK_ID, wf.step_args))
     lines.append(
@@ -93,3 +95,8 @@ def nullable_parameter_envs(wf: ir.Workflow) -> list[str]:
 def parameter_env(name: str) -> str:
     """`flow.py init` reads a parameter from METAFLOW_INIT_<NAME> ('-' becomes '_')."""
     return Env.INIT_PREFIX + name.upper().replace("-", "_")
+
+
+def parameter_base64_env(name: str) -> str:
+    """The pod gets each run-time value base64-encoded here (compiler/usertext.py says why)."""
+    return Env.PARAM_BASE64_PREFIX + parameter_env(name)

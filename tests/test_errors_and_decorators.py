@@ -72,7 +72,9 @@ def test_parameters_reach_init_through_env_not_the_script(tmp_path):
     assert values == {"alpha": "0.5", "who": "x'; rm -rf / #", "cfg": '{"a": 1}', "flag": "False", "maybe": "", "needed": None}
     start = templates(doc)["start"]
     env = {e["name"]: e["value"] for e in start["container"]["env"] if "value" in e}
-    assert env["METAFLOW_INIT_WHO"] == "{{workflow.parameters.who}}"
+    # base64 through an expression: no Argo pass or Kubernetes $(VAR) expansion reads the value
+    assert env["MFARGO_PARAM_BASE64_METAFLOW_INIT_WHO"] == "{{=toBase64(workflow.parameters['who'])}}"
+    assert "METAFLOW_INIT_WHO" not in env
     assert "rm -rf" not in script(start)
     assert '[ -n "${METAFLOW_INIT_MAYBE-}" ] || unset METAFLOW_INIT_MAYBE' in script(start)
 

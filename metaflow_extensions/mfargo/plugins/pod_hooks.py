@@ -71,7 +71,18 @@ def output_files(task_id, node, flow):
     return outputs
 
 
-EVENT_PREFIX = "METAFLOW_ARGO_EVENT_PAYLOAD_"  # + <type>_<name>, set from the Sensor's parameters
+EVENT_PREFIX = "METAFLOW_ARGO_EVENT_PAYLOAD_"  # + <type>_<name>: the Sensor's parameter, base64
+
+
+def _decoded(value):
+    """Run-time values reach pods base64-encoded (mfargo/compiler/usertext.py says why)."""
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
 
 
 def _expose_trigger():
@@ -80,8 +91,9 @@ def _expose_trigger():
     from metaflow.events import Trigger
 
     events = []
-    for key, payload in sorted(os.environ.items()):
-        if not key.startswith(EVENT_PREFIX) or payload in ("", "null"):
+    for key, value in sorted(os.environ.items()):
+        payload = _decoded(value) if key.startswith(EVENT_PREFIX) else ""
+        if payload in ("", "null"):
             continue
         try:
             data = json.loads(payload)

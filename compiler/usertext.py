@@ -1,0 +1,114 @@
+"""The one rule for user text in the YAML: it stays text, never Argo or Kubernetes code.
+
+Argo substitutes ``{{...}}`` (and evaluates ``{{=...}}``) in every string of a template,
+in several passes: the template with the workflow's globals, again with its inputs, and
+the whole pod spec once more just before the pod is created (the controller's
+``substitutePodParams``). A value pasted in by one pass is read as a tag by the next, so
+no escaping of ``{{`` survives: user text holding ``{{`` is **refused** at compile time,
+wherever it would land (tags, parameter names/defaults/help, env names and values,
+labels, annotations, node selectors, images, secret names, names, project/branch,
+Metaflow config and Config values, decorator specs, schedules, triggers).
+
+Kubernetes expands ``$(VAR)`` and turns ``$$`` into ``$`` in a container's ``command``,
+``args`` and env ``value``s. Text written there goes through :func:`kubernetes_literal`,
+which doubles each ``$`` that Kubernetes would read (one before ``$`` or ``(``), so the
+pod sees exactly the text (our own bash included).
+
+Run-time values (flow parameters, event payloads) never enter template text: pods get
+``{{=toBase64(workflow.parameters['name'])}}`` (:func:`run_time_value`),
+whose substituted text is base64, inert for every later Argo pass and for Kubernetes, and
+decode it themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .errors import CompileError
+
+ARGO_TAG_OPEN = "{{"
+_KUBERNETES_DOLLAR = re.compile(r"\$(?=[$(])")
+
+# Fields of a Step and the decorator the user wrote them with.
+_STEP_FIELDS = (
+    ("compute", "kubernetes"),
+    ("environment", "environment"),
+    ("placement", "jobset"),
+    ("decorator_specs", "with"),
+)
+
+
+def run_time_value(parameter: str) -> str:
+    """The Argo tag giving a pod the workflow parameter's value, base64-encoded.
+
+    ``toBase64`` is expr-lang's builtin (Argo >= 3.6 evaluates ``{{=...}}`` with it);
+    the pod decodes with ``base64 -d`` (compiler.command) or Python (pod_hooks).
+    """
+    return "{{=toBase64(workflow.parameters['%s'])}}" % parameter
+
+
+def kubernetes_literal(text: str) -> str:
+    """``text`` as Kubernetes must read it in command/args/env values to yield ``text``."""
+    return _KUBERNETES_DOLLAR.sub("$$", text)
+
+
+def refuse_argo_tags(text, what: str, step: str | None = None, decorator: str | None = None) -> None:
+    """Raise a CompileError when user text would be read by Argo as a tag."""
+    if isinstance(text, str) and ARGO_TAG_OPEN in text:
+        raise CompileError(
+            "%s %r contains '{{', which Argo Workflows would substitute as a template tag; "
+            "remove it" % (what, _short(text)),
+            step,
+            decorator,
+        )
+
+
+def check_workflow(wf, mfargo_env: frozenset = frozenset()) -> None:
+    """Refuse ``{{`` in every user-supplied string of the IR (``mfargo_env``: our own env)."""
+    for step in wf.steps.values():
+        for field, decorator in _STEP_FIELDS:
+            for where, text in _strings(getattr(step, field), field):
+                refuse_argo_tags(text, where, step.name, decorator)
+    for param in wf.parameters:
+        for where, text in _strings(param, "parameter %s" % param.name):
+            refuse_argo_tags(text, where)
+    for key, value in wf.env:
+        if (key, value) not in mfargo_env:
+            refuse_argo_tags(key, "env name")
+            refuse_argo_tags(value, "env %s" % key)
+    for field in ("name", "flow_name", "script", "namespace", "description", "step_args",
+                  "top_level_args", "annotations", "labels"):
+        for where, text in _strings(getattr(wf, field), _OPTION_NAMES.get(field, field)):
+            refuse_argo_tags(text, where)
+    for where, text in _strings(wf.deployment, "deployment"):
+        refuse_argo_tags(text, where)
+
+
+_OPTION_NAMES = {"step_args": "--tag/--namespace", "top_level_args": "option", "annotations": "annotation"}
+
+
+def _strings(value, where: str):
+    """(where, text) for every string inside a dataclass / tuple / dict / str."""
+    if isinstance(value, str):
+        yield where, value
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _strings(getattr(value, f.name), "%s %s" % (where, f.name) if where else f.name)
+    elif isinstance(value, dict) or _is_pairs(value):
+        for k, v in dict(value).items():
+            yield from _strings(k, where)
+            yield from _strings(v, "%s %s" % (where, k))
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _strings(item, where)
+
+
+def _is_pairs(value) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(
+        isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value
+    )
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
