@@ -34,7 +34,7 @@ _KUBERNETES_DOLLAR = re.compile(r"\$(?=[$(])")
 _STEP_FIELDS = (
     ("compute", "kubernetes"),
     ("environment", "environment"),
-    ("placement", "jobset"),
+    ("gang", "jobset"),
     ("decorator_specs", "with"),
 )
 

@@ -147,6 +147,7 @@ def test_argo_tags_in_user_text_are_refused(tmp_path):
         flow = write_flow(tmp_path, REFUSED % values)
         proc = compile_file(flow, "--output-file", str(out), "--code-in-image", "/app", *args, check=False)
         assert proc.returncode != 0
-        lines = [x for x in proc.stderr.strip().splitlines() if not x.startswith("Metaflow ")]
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("mfargo:")]
         assert len(lines) == 1 and where in lines[0] and "'{{'" in lines[0], proc.stderr
+        assert "Traceback" not in proc.stderr
         assert out.read_text() == "kept\n"
