@@ -4,7 +4,7 @@ retries and metadata, built once so a fix lands everywhere.
 
 from __future__ import annotations
 
-from hera.workflows import models as m
+from .hera_models import models as m
 
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Env, Label, Path

@@ -8,7 +8,7 @@ field older clusters need.
 
 from __future__ import annotations
 
-from hera.workflows import models as m
+from .hera_models import models as m
 
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Label

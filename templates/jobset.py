@@ -16,7 +16,7 @@ with an alias (kubectl and Argo read YAML anchors), keeping big gangs small.
 
 from __future__ import annotations
 
-from hera.workflows import models as m
+from .hera_models import models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, JobSetKey, Label, UbfContext

@@ -7,7 +7,7 @@ rest of the DAG sees the loop as one switch step.
 
 from __future__ import annotations
 
-from hera.workflows import models as m
+from .hera_models import models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hera.workflows import models as m
+from .hera_models import models as m
 
 from mfargo.compiler import ir, usertext
 from mfargo.compiler.constants import Env, Path
