@@ -59,6 +59,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         code=ir.CodeSource(image_dir=options.code_in_image),  # the CLI adds a code package
         namespace=options.namespace,
         top_level_args=_top_level_args(options),
+        datastore=options.datastore,
         step_args=_step_args(options),
         env=_shared_env(flow, wf_name, options),
         labels=((Label.PART_OF, Label.METAFLOW), (Label.NAME, "metaflow-flow")),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .constants import INTERNAL_DECORATOR, Env
+from .constants import INTERNAL_DECORATOR, TASK_LOGS_MODULE, Env, LogEnv
 from .usertext import kubernetes_literal
 
 
@@ -54,7 +54,13 @@ def render_token(token: Token) -> str:
         return '"${%s}"' % token.name
     if isinstance(token, Raw):
         return token.text
-    return "".join(render_token(p) for p in token.parts)
+    merged: list[Token] = []  # adjacent literals quoted once: 'a/''b' reads as 'a/b'
+    for part in token.parts:
+        if merged and isinstance(part, Lit) and isinstance(merged[-1], Lit):
+            merged[-1] = Lit(merged[-1].text + part.text)
+        else:
+            merged.append(part)
+    return "".join(render_token(p) for p in merged)
 
 
 def render(lines: list[Line]) -> str:
@@ -166,6 +172,34 @@ def metaflow_call(call: StepCall) -> Line:
         tokens += [Raw("--num-parallel"), Lit(call.num_parallel)]
     tokens += [Lit(a) for a in call.step_args]
     return tuple(tokens)
+
+
+def task_log_setup(datastore: str, pathspec_prefix: str, task_id: Token, attempt: Token | None) -> list[Line]:
+    """Name the task whose logs the pod keeps (Metaflow's mflog env) and make the shell
+    wait for a command that is saving them when the pod is stopped (SIGTERM/SIGINT).
+
+    ``pathspec_prefix`` is ``flow/run/step/``; the task id is completed in the pod.
+    """
+    return [
+        (Raw("trap 'exit 143' TERM INT"),),
+        (
+            Raw("export"),
+            Raw("%s=x" % LogEnv.UNBUFFERED),
+            Cat((Raw("%s=" % LogEnv.DATASTORE), Lit(datastore))),
+            Cat((Raw("%s=" % LogEnv.PATHSPEC), Lit(pathspec_prefix), task_id)),
+            Cat((Raw("%s=" % LogEnv.ATTEMPT), attempt if attempt is not None else Lit("0"))),
+            Raw('%s="$(mktemp)"' % LogEnv.STDOUT),
+            Raw('%s="$(mktemp)"' % LogEnv.STDERR),
+        ),
+    ]
+
+
+def with_task_logs(line: Line, *, last: bool = False) -> Line:
+    """Run ``line`` under task_logs: its output goes to the pod's log and the task's logs.
+
+    The pod's last command replaces the shell (``exec``), so a SIGTERM reaches it directly.
+    """
+    return ((Raw("exec"),) if last else ()) + (Raw("python -m"), Lit(TASK_LOGS_MODULE)) + line
 
 
 def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args) -> Line:

@@ -55,6 +55,18 @@ class Env:
     TEMPDIR: Final = "METAFLOW_TEMPDIR"
 
 
+class LogEnv:
+    """Which task a pod's log lines belong to and where they wait to be saved
+    (metaflow/mflog/__init__.py export_mflog_env_vars; read by mflog.save_logs and task_logs)."""
+
+    PATHSPEC: Final = "MF_PATHSPEC"  # flow/run/step/task
+    ATTEMPT: Final = "MF_ATTEMPT"
+    DATASTORE: Final = "MF_DATASTORE"
+    STDOUT: Final = "MFLOG_STDOUT"
+    STDERR: Final = "MFLOG_STDERR"
+    UNBUFFERED: Final = "PYTHONUNBUFFERED"  # lines reach the log as they are printed
+
+
 class UbfContext:
     """Unbounded-foreach roles (metaflow/unbounded_foreach.py)."""
 
@@ -137,3 +149,5 @@ class Path:
 FOREIGN_COMPUTE_DECORATORS: Final = ("batch", "snowpark", "slurm", "nvidia", "nvct", "skypilot_step")
 # mfargo's in-pod decorator (metaflow_extensions/mfargo/plugins/pod_hooks.py).
 INTERNAL_DECORATOR: Final = "mfargo_internal"
+# Runs a pod's Metaflow command with its output saved as the task's logs (in-pod, like the above).
+TASK_LOGS_MODULE: Final = "metaflow_extensions.mfargo.plugins.task_logs"

@@ -199,6 +199,7 @@ class Workflow:
     code: CodeSource
     namespace: str | None
     top_level_args: tuple[str, ...]  # e.g. --datastore=s3 --metadata=local ...
+    datastore: str  # Metaflow datastore type (s3, gs, azure, local): where task logs are saved
     step_args: tuple[str, ...]  # e.g. --tag x --namespace y, passed to init and step
     env: tuple[tuple[str, str], ...]  # shared by every pod
     labels: tuple[tuple[str, str], ...]

@@ -16,16 +16,15 @@ def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
     lines += input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
+    call = _call(step, wf, sh.Lit(naming.task_id(CTX, iteration)), split_index=_split_index(step))
+    lines += task_log_setup(call, wf)
     if isinstance(step.inputs, ir.FromParameters):
         for p in wf.parameters:
             lines += sh.decode_base64_env(parameter_base64_env(p.name), parameter_env(p.name))
         lines += sh.unset_if_empty(nullable_parameter_envs(wf))
-        lines.append(sh.init_call(wf.script, wf.top_level_args, wiring.RUN_ID, naming.PARAMETERS_TASK_ID, wf.step_args))
-    lines.append(
-        sh.metaflow_call(
-            _call(step, wf, sh.Lit(naming.task_id(CTX, iteration)), split_index=_split_index(step))
-        )
-    )
+        init = sh.init_call(wf.script, wf.top_level_args, wiring.RUN_ID, naming.PARAMETERS_TASK_ID, wf.step_args)
+        lines.append(sh.with_task_logs(init))
+    lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
     return sh.bash(lines)
 
 
@@ -37,8 +36,15 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     call = _call(step, wf, gang.pod_task_id(), split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
                  num_parallel=gang.NUM_PARALLEL, retry_count=attempt)
     lines += setup
-    lines.append(sh.metaflow_call(call))
+    lines += task_log_setup(call, wf)
+    lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
     return sh.bash(lines)
+
+
+def task_log_setup(call: sh.StepCall, wf: ir.Workflow) -> list[sh.Line]:
+    """The task's logs (its init's output too) are saved under its own pathspec and attempt."""
+    prefix = "%s/%s/%s/" % (wf.flow_name, call.run_id, call.step)
+    return sh.task_log_setup(wf.datastore, prefix, call.task_id, call.retry_count)
 
 
 def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retry_count=None) -> sh.StepCall:

@@ -1,0 +1,190 @@
+"""E2E: task logs, Metaflow's way. Flows compiled by mfargo, run by the local runner
+on the loopback S3 server; what each task printed is read back through Metaflow's
+client (Task.stdout/.stderr/.loglines) and `flow.py logs`, and still shows in the
+pods' own output."""
+import subprocess
+import sys
+
+import pytest
+
+from test_e2e_support import compile_flow, mf_env_for, tail
+
+LOGS_FLOW = """
+import sys
+from metaflow import FlowSpec, Parameter, step, parallel, current
+
+class LogsFlow(FlowSpec):
+    who = Parameter("who", default="world")
+
+    @step
+    def start(self):
+        print("start says hello %s" % self.who)
+        print("start warns", file=sys.stderr)
+        self.items = ["a", "b"]
+        self.next(self.each, foreach="items")
+
+    @step
+    def each(self):
+        print("child of %s" % self.input)
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.gang)
+
+    @step
+    def gang(self):
+        self.next(self.train, num_parallel=3)
+
+    @parallel
+    @step
+    def train(self):
+        print("rank %d of %d" % (current.parallel.node_index, current.parallel.num_nodes))
+        print("rank %d stderr" % current.parallel.node_index, file=sys.stderr)
+        self.next(self.gang_join)
+
+    @step
+    def gang_join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        print("the end")
+
+if __name__ == "__main__":
+    LogsFlow()
+"""
+
+READ_LOGS = """
+run = Run(sys.argv[1])
+out = {}
+for s in run:
+    for t in s:
+        out["%s/%s" % (s.id, t.id)] = {
+            "stdout": t.stdout, "stderr": t.stderr,
+            "lines": [line for _, line in t.loglines("stdout")],
+        }
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def logs_run(s3_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("logs")
+    c = compile_flow(tmp, mf_env_for(s3_server, tmp), LOGS_FLOW)
+    result, rec = c.run(params={"who": "argo"}, timeout=180)
+    assert result.status == "Succeeded", tail(result, rec)
+    return c, result, rec, c.client(READ_LOGS, "LogsFlow/" + result.run_id)
+
+
+def _by_step(got: dict, step: str) -> dict:
+    return {k.split("/")[1]: v for k, v in got.items() if k.split("/")[0] == step}
+
+
+def test_linear_step_logs_both_streams_and_its_init(logs_run):
+    _, _, _, got = logs_run
+    [start] = _by_step(got, "start").values()
+    assert "start says hello argo" in start["stdout"].splitlines()
+    assert start["stderr"].splitlines()[-1] == "start warns"
+    assert "start says hello argo" in start["lines"]
+    [end] = _by_step(got, "end").values()
+    assert end["stdout"].splitlines() == ["the end"]
+
+
+def test_every_foreach_child_has_its_own_logs(logs_run):
+    _, _, _, got = logs_run
+    children = _by_step(got, "each")
+    assert sorted(v["stdout"].strip() for v in children.values()) == ["child of a", "child of b"]
+
+
+def test_every_rank_of_a_gang_of_three_has_its_own_logs(logs_run):
+    _, _, _, got = logs_run
+    ranks = _by_step(got, "train")
+    assert len(ranks) == 3, sorted(ranks)
+    by_rank = {v["stdout"].strip(): v["stderr"].strip() for v in ranks.values()}
+    assert by_rank == {"rank %d of 3" % i: "rank %d stderr" % i for i in range(3)}
+    control = [v for k, v in ranks.items() if k.startswith("control-")]
+    assert control and control[0]["stdout"].strip() == "rank 0 of 3"
+
+
+def test_output_still_reaches_the_pods_own_log(logs_run):
+    _, _, rec, _ = logs_run
+    printed = {e.message for e in rec.kinds("log")}
+    assert {"start says hello argo", "start warns", "child of a", "rank 2 of 3", "the end"} <= printed
+
+
+def test_flow_py_logs_reads_them(logs_run):
+    c, result, _, got = logs_run
+    for task, logs in _by_step(got, "each").items():
+        out = _flow_logs(c, "%s/each/%s" % (result.run_id, task))
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout == logs["stdout"]
+    [start] = _by_step(got, "start")
+    err = _flow_logs(c, "%s/start/%s" % (result.run_id, start), "--stderr")
+    assert err.returncode == 0 and err.stdout.splitlines()[-1] == "start warns", err.stderr[-2000:]
+
+
+def _flow_logs(c, pathspec: str, *opts: str) -> subprocess.CompletedProcess:
+    env = dict(c.env, METAFLOW_DEFAULT_METADATA="local")
+    cmd = [sys.executable, "flow.py", "--quiet", "--datastore=s3", "--datastore-root=" + c.root, "logs", *opts,
+           pathspec]
+    return subprocess.run(cmd, cwd=c.code_dir, env=env, capture_output=True, text=True, timeout=120)
+
+
+FAILING_FLOW = """
+import sys, time
+from metaflow import FlowSpec, step, timeout
+
+class FailFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.boom, self.slow)
+
+    @step
+    def boom(self):
+        print("about to fail")
+        raise ValueError("boom went the step")
+        self.next(self.join)
+
+    @timeout(seconds=4)
+    @step
+    def slow(self):
+        print("slow starts", flush=True)
+        time.sleep(300)
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    FailFlow()
+"""
+
+
+@pytest.fixture(scope="module")
+def failed_run(s3_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fail")
+    c = compile_flow(tmp, mf_env_for(s3_server, tmp), FAILING_FLOW)
+    result, rec = c.run(timeout=120)
+    assert result.status == "Failed", tail(result, rec)
+    return c, result, rec, c.client(READ_LOGS, "FailFlow/" + result.run_id)
+
+
+def test_a_step_that_raises_keeps_its_logs_and_traceback(failed_run):
+    c, result, rec, got = failed_run
+    [boom] = _by_step(got, "boom").values()
+    assert boom["stdout"].splitlines() == ["about to fail"], tail(result, rec)
+    assert "ValueError: boom went the step" in boom["stderr"]
+
+
+def test_a_step_killed_by_its_timeout_keeps_what_it_printed(failed_run):
+    c, result, rec, got = failed_run
+    [(task, slow)] = _by_step(got, "slow").items()
+    assert slow["stdout"].splitlines() == ["slow starts"], tail(result, rec)
+    out = _flow_logs(c, "%s/slow/%s" % (result.run_id, task))
+    assert out.returncode == 0 and out.stdout.strip() == "slow starts", out.stderr[-2000:]
