@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
+from . import preflight
 from .interpreter import check_interpreter, with_interpreter_path
 from .jobset import JobSetController
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
@@ -154,6 +155,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     WorkflowError before anything runs.
     """
     doc = WorkflowDoc(load_document(source))
+    preflight.check(doc)
     interpreter = check_interpreter(python)
     params = resolve_parameters(doc, dict(parameters or {}))
     name = workflow_name or workflow_name_for(doc)
@@ -214,6 +216,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                 await jobsets.shutdown()
             finally:
                 pods.kill_all()
+                pods.close()
                 for sig, previous in installed:
                     loop.remove_signal_handler(sig)
                     signal.signal(sig, previous)

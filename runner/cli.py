@@ -15,7 +15,8 @@ gives its endpoint/credentials env to every pod.  That is also the default when 
 workflow uses ``s3://`` and no ``METAFLOW_S3_ENDPOINT_URL`` is configured (caller's
 env, Metaflow config file or the workflow itself); ``--no-s3`` turns it off.  Its data
 (and the pods' local Metaflow metadata) then live in the work directory: ``--keep``
-keeps them, and ``mfargo run --serve-s3 DIR`` serves them again to read the run.
+keeps them, and ``eval "$(mfargo run --serve-s3 DIR)"`` serves them again in the
+background to read the run (:mod:`runner.serve`; the printed hint says how).
 
 ``--user NAME`` runs every pod as Metaflow user NAME (``METAFLOW_USER``, overriding
 the workflow's ``argo-workflows``) without a production token, so the run lands in
@@ -27,18 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
 
 from . import events as ev
+from . import readback, serve, workdir
 from .interpreter import check_interpreter
-from .model import WorkflowError
+from .model import WorkflowError, load_document
 
 
 def _parse_params(values: list[str]) -> dict[str, str]:
@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the interpreter the pods' `python` runs (default: the one running mfargo); "
                         "its directory goes first on the pods' PATH")
     p.add_argument("--serve-s3", type=Path, metavar="DIR",
-                   help="serve a kept S3 data directory (WORK/s3) again and print its env; Ctrl-C stops")
+                   help="serve a kept S3 data directory (WORK/s3) again in the background; prints `export` lines "
+                        "for eval and the server's pid (kill it to stop)")
     return p
 
 
@@ -111,59 +112,20 @@ def _uses_s3(text: str) -> bool:
     return "s3://" in text or re.search(r"--datastore[= ]s3\b|METAFLOW_DEFAULT_DATASTORE\W+value: s3", text) is not None
 
 
-def _flow_facts(text: str) -> tuple[str, str]:
-    """(flow name, datastore root) as the compiled YAML records them."""
-    flow = re.search(r"metaflow/flow_name: ['\"]?([\w.-]+)", text)
-    root = (re.search(r"--datastore-root[= ](s3://[^\s'\"]+)", text)
-            or re.search(r"METAFLOW_DATASTORE_SYSROOT_S3\s+value: ['\"]?(s3://[^\s'\"]+)", text))
-    return (flow.group(1) if flow else "FLOW"), (root.group(1) if root else "s3://BUCKET/PREFIX")
-
-
-def _serve_s3(data_dir: Path) -> int:
-    from .s3server import S3Server
-
-    if not (data_dir / "filer").is_dir():
-        print(f"mfargo run: {data_dir} is not a kept S3 data directory (WORK/s3)", file=sys.stderr)
-        return 2
-    s3 = S3Server.start(data_dir=data_dir, keep=True)
-    try:
-        print(f"# local S3 serving {data_dir} at {s3.endpoint_url}; Ctrl-C stops it", flush=True)
-        for k, v in s3.env().items():
-            if k.startswith(("METAFLOW_", "AWS_")) and v:
-                print(f"export {k}={v}", flush=True)
-        signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
-    finally:
-        s3.stop()
-    return 0
-
-
-def _read_hint(flow: str, run_id: str, root: str, work_dir: Path, local_md: Path) -> str:
-    code = f"from metaflow import Run, namespace; namespace(None); print(Run('{flow}/{run_id}').data)"
-    return "\n".join([
-        "Read this run with Metaflow's client (its S3 data and metadata are kept in the work directory):",
-        f"  eval \"$(mfargo run --serve-s3 {work_dir / 's3'} | grep ^export)\" &   # or run it in another shell",
-        f"  METAFLOW_DEFAULT_DATASTORE=s3 METAFLOW_DATASTORE_SYSROOT_S3={root} METAFLOW_DEFAULT_METADATA=local "
-        f"METAFLOW_DATASTORE_SYSROOT_LOCAL={local_md} python -c \"{code}\"",
-    ])
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .api import run_workflow
 
     if args.serve_s3:
-        return _serve_s3(args.serve_s3.resolve())
+        return serve.start_background(args.serve_s3.resolve())
     if not args.workflow:
         print("mfargo run: a WORKFLOW.yaml is required", file=sys.stderr)
         return 2
     params = _parse_params(args.parameter)
     capacity = _parse_params(args.node_capacity)
     keep = args.keep or args.work_dir is not None
-    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="mfargo-run-"))
+    workdir.clean_stale(lambda line: print(f"mfargo run: {line}", file=sys.stderr, flush=True))
+    work_dir = args.work_dir or workdir.make(keep)
     env = dict(os.environ)
     s3 = None
     state = {"name": None}
@@ -191,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             return
         print(str(event), flush=True)
 
+    # one place for the pods' local Metaflow metadata, kept (or removed) with the work directory
+    env.setdefault("METAFLOW_DATASTORE_SYSROOT_LOCAL", str(local_md))
     try:
         if args.python:
             check_interpreter(args.python)  # before any server starts
@@ -204,8 +168,6 @@ def main(argv: list[str] | None = None) -> int:
             for b in buckets:
                 s3.create_bucket(b)
             env.update(s3.env())
-            # one place for the pods' local metadata, kept (or removed) with the S3 data
-            env.setdefault("METAFLOW_DATASTORE_SYSROOT_LOCAL", str(local_md))
             print(f"local S3 at {s3.endpoint_url} (buckets: {', '.join(buckets) or 'none'}; "
                   f"data in {getattr(s3, 'data_dir', work_dir / 's3')}{'' if keep else ', removed after the run: --keep keeps it'})",
                   flush=True)
@@ -227,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Metaflow run id: {result.run_id}", flush=True)
     if args.user:
         print(f"Metaflow namespace: user:{args.user}", flush=True)
-    if embedded and keep:
-        flow, root = _flow_facts(text)
-        print(_read_hint(flow, result.run_id, root, work_dir, Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"])),
+    if keep and _uses_s3(text):
+        print(readback.hint(load_document(Path(args.workflow)), env, result.run_id,
+                            Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"]), work_dir / "s3" if embedded else None),
               flush=True)
     if result.succeeded and not keep:
         shutil.rmtree(work_dir, ignore_errors=True)

@@ -1,11 +1,14 @@
 """A DAG template: tasks start when the tasks they depend on have finished and their
 ``depends`` holds (else Omitted); ``tasks.<t>.*`` of *ancestor* tasks only (like Argo).
 
-``failFast`` (default true): after an *unhandled* failure (no continueOn and no
-dependant naming ``.Failed``/``.Errored``/``.AllFailed``/``.AnySucceeded`` or negating
-the task) no new task starts; running ones finish; the DAG fails.  The final phase
-follows Argo's target-task rule: a target (leaf, or ``dag.target``) fails the DAG if
-its branch failed; an Omitted task inherits its parents' branch phase.
+After a failure the DAG keeps starting every task whose dependencies are met and
+marks the rest Omitted: Argo's ``dag.failFast`` only decides when the DAG's phase is
+assessed (workflow/controller/dag.go: executeDAG walks every target on each pass and
+assessDAGPhase reports Running while any started node is unfinished), and a task
+whose ``depends`` is false is Omitted.  The final phase follows Argo's target-task
+rule: a target (leaf, or ``dag.target``) fails the DAG if its branch failed; an
+Omitted task inherits its parents' branch phase.  The template-level ``failFast``
+with ``parallelism`` stops starting children after a failure (:class:`fanout.Boundary`).
 """
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from . import depends as dep
-from .fanout import limiter, run_task
-from .model import BAD_PHASES, ERROR, OMITTED, SUCCEEDED, WorkflowError
+from .fanout import FAIL_FAST_MESSAGE, Boundary, run_task
+from .model import BAD_PHASES, ERROR, FAILED, OMITTED, SUCCEEDED, WorkflowError
 from .nodes import Node, continues, view
 from .outputs import composite_outputs
 from .substitute import Scope
@@ -82,8 +85,6 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     deps = {n: dep.task_names(tr) for n, tr in trees.items()}
     check_acyclic(deps)
     ancestors = {n: ancestors_of(n, deps) for n in by_name}
-    fail_fast = dag.get("failFast")
-    fail_fast = True if fail_fast is None else str(fail_fast).lower() != "false"
     if dag.get("target"):
         targets = [x for x in str(scope.substitute(str(dag["target"]))).replace(",", " ").split() if x]
         for x in targets:
@@ -97,17 +98,11 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
         needed = set(targets)
         for x in targets:
             needed |= ancestors[x]
-    slots = limiter(tmpl.get("parallelism"))
+    boundary = Boundary(tmpl)
     ex.start(node)
 
     outcomes: dict[str, Node] = {}
     running: dict[asyncio.Task, str] = {}
-    stopped: Node | None = None
-
-    def handled(name: str, phase: str) -> bool:
-        if continues(by_name[name], phase):
-            return True
-        return any(dep.handles_failure(trees[o], name) for o in by_name if o != name)
 
     def outcome(n: str) -> dep.TaskOutcome:
         x = outcomes[n]
@@ -116,7 +111,7 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     try:
         while True:
             progressed = True
-            while progressed and stopped is None:
+            while progressed:
                 progressed = False
                 for t in tasks:
                     n = t["name"]
@@ -126,31 +121,26 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
                         continue
                     if dep.evaluate(trees[n], {d: outcome(d) for d in deps[n]}):
                         tscope = scope.child(tasks={a: view(outcomes[a]) for a in ancestors[n]})
-                        coro = run_task(ex, node, t, tscope, f"{node.name}.{n}", n, depth, slots)
+                        coro = run_task(ex, node, t, tscope, f"{node.name}.{n}", n, depth, boundary)
                         running[asyncio.ensure_future(coro)] = n
                     else:
                         outcomes[n] = ex.settle(node, f"{node.name}.{n}", n, t.get("template"), OMITTED,
-                                                "omitted: depends condition not met")
+                                                "omitted: depends condition not met",
+                                                ex.default_outputs(t.get("template")))
                         progressed = True
             if not running:
                 break
             done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
             for fut in done:
-                n = running.pop(fut)
-                child = fut.result()
-                outcomes[n] = child
-                if (fail_fast and stopped is None and child.phase in BAD_PHASES
-                        and not handled(n, child.phase)):
-                    stopped = child
+                outcomes[running.pop(fut)] = fut.result()
     finally:
         if running:
             for fut in running:
                 fut.cancel()
             await asyncio.gather(*running, return_exceptions=True)
 
-    if stopped is not None:
-        return ex.finish(node, stopped.phase,
-                         f"child '{stopped.display_name}' {stopped.phase.lower()}: {stopped.message}")
+    if boundary.stopped:
+        return ex.finish(node, FAILED, FAIL_FAST_MESSAGE)
 
     memo: dict[str, str | None] = {}
 

@@ -21,6 +21,7 @@ LOG = "log"
 JOBSET = "jobset"
 INFO = "info"
 WARNING = "warning"
+METRIC = "metric"
 
 
 @dataclass

@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .expr import format_value
-from .model import BAD_PHASES, ERROR, SKIPPED, SUCCEEDED, WorkflowError, param_str, parse_int
+from .model import BAD_PHASES, ERROR, OMITTED, SKIPPED, SUCCEEDED, WorkflowError, param_str, parse_int
 from .nodes import NODE_ERRORS, Node, error_text
 from .outputs import fan_out_outputs
 from .substitute import Scope
@@ -16,6 +16,9 @@ from .when import evaluate_when
 
 if TYPE_CHECKING:
     from .scheduler import Executor
+
+
+FAIL_FAST_MESSAGE = "template has failed or errored children and failFast enabled"
 
 
 class NullLock:
@@ -26,11 +29,22 @@ class NullLock:
         return False
 
 
-def limiter(value: Any):
-    """A template's ``parallelism`` as an async lock (none/0 = unbounded)."""
-    if value in (None, "", 0, "0"):
-        return NullLock()
-    return asyncio.Semaphore(parse_int(value, "parallelism"))
+class Boundary:
+    """A dag/steps template's hold on its children: ``parallelism`` bounds how many run at
+    once; with the template's ``failFast`` too, no child starts after one has failed and
+    the template fails (Argo: operator.go checkParallelism; e2e test
+    expectedfailures/parallelism-step-fail-fast.yaml)."""
+
+    def __init__(self, tmpl: dict):
+        value = tmpl.get("parallelism")
+        bounded = value not in (None, "", 0, "0")
+        self.slots = asyncio.Semaphore(parse_int(value, "parallelism")) if bounded else NullLock()
+        self.fail_fast = bounded and str(tmpl.get("failFast", "")).lower() == "true"
+        self.stopped = False
+
+    def observe(self, node: Node) -> None:
+        if self.fail_fast and node.phase in BAD_PHASES:
+            self.stopped = True
 
 
 async def gather_all(coros: list) -> list:
@@ -82,21 +96,21 @@ def item_label(item: Any) -> str:
 
 
 async def run_task(ex: "Executor", parent: Node, task: dict, scope: Scope, base_name: str, display: str,
-                   depth: int, slots) -> Node:
+                   depth: int, boundary: Boundary) -> Node:
     """A DAG task or a step: expansion, then one instance per item (or one)."""
     try:
         items = expand_items(task, scope)
     except NODE_ERRORS as e:
         return ex.settle(parent, base_name, display, task.get("template"), ERROR, error_text(e))
     if items is None:
-        return await run_instance(ex, parent, task, scope, base_name, display, depth, slots)
+        return await run_instance(ex, parent, task, scope, base_name, display, depth, boundary)
     group = ex.new_node(base_name, display, "TaskGroup", task.get("template"))
     parent.children.append(group.name)
     ex.start(group, announce=False)
     if not items:
         return ex.finish(group, SKIPPED, "Skipped, empty params")
     coros = [run_instance(ex, group, task, scope.with_item(item), f"{base_name}({i}:{item_label(item)})",
-                          f"{display}({i}:{item_label(item)})", depth, slots)
+                          f"{display}({i}:{item_label(item)})", depth, boundary)
              for i, item in enumerate(items)]
     try:
         children = await gather_all(coros)
@@ -129,7 +143,7 @@ def task_arguments(task: dict, scope: Scope) -> dict[str, str]:
 
 
 async def run_instance(ex: "Executor", parent: Node, task: dict, scope: Scope, name: str, display: str,
-                       depth: int, slots) -> Node:
+                       depth: int, boundary: Boundary) -> Node:
     """One (possibly fanned-out) instance: ``when``, arguments, then the template."""
     try:
         when = task.get("when")
@@ -137,7 +151,7 @@ async def run_instance(ex: "Executor", parent: Node, task: dict, scope: Scope, n
             text = scope.substitute(str(when))
             if not evaluate_when(text):
                 return ex.settle(parent, name, display, task.get("template"), SKIPPED,
-                                 f"when '{text}' evaluated false")
+                                 f"when '{text}' evaluated false", ex.default_outputs(task.get("template")))
         if task.get("templateRef"):
             raise WorkflowError("templateRef is not supported by the local runner")
         if task.get("onExit") or task.get("hooks"):
@@ -148,7 +162,10 @@ async def run_instance(ex: "Executor", parent: Node, task: dict, scope: Scope, n
         tmpl_name = scope.substitute(str(task.get("template") or ""))
     except NODE_ERRORS as e:
         return ex.settle(parent, name, display, task.get("template"), ERROR, error_text(e))
-    async with slots:
+    async with boundary.slots:
+        if boundary.stopped:
+            return ex.settle(parent, name, display, tmpl_name, OMITTED, f"not started: {FAIL_FAST_MESSAGE}")
         node = await ex.run_template(name, display, tmpl_name, args, depth + 1)
     parent.children.append(node.name)
+    boundary.observe(node)
     return node

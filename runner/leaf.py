@@ -19,7 +19,8 @@ from .substitute import Scope
 if TYPE_CHECKING:
     from .scheduler import Executor
 
-TEMPLATE_ONLY_KEYS = ("retryStrategy", "inputs", "name", "dag", "steps")
+# not substituted with the pod: inputs/retries are not fields; metrics come after the node
+TEMPLATE_ONLY_KEYS = ("retryStrategy", "inputs", "name", "dag", "steps", "metrics")
 
 
 def leaf_fields(tmpl: dict, scope: Scope) -> dict:

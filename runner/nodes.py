@@ -7,6 +7,7 @@ share live here once: continueOn, the node a task becomes when it never runs
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ class Node:
     children_phases: list[str] | None = None  # TaskGroup: for .AnySucceeded / .AllFailed
     started_at: float | None = None
     finished_at: float | None = None
+    metrics: list[dict] = field(default_factory=list)  # emitted template metrics
 
     @property
     def done(self) -> bool:
@@ -68,16 +70,21 @@ class Node:
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "id", "name", "display_name", "type", "template_name", "phase", "message", "inputs",
-            "outputs", "pod_name", "pod_dir", "children", "started_at", "finished_at")}
+            "outputs", "pod_name", "pod_dir", "children", "started_at", "finished_at", "metrics")}
 
 
 def view(node: Node) -> dict[str, Any]:
     """What ``tasks.<name>`` / ``steps.<name>`` expose to later nodes."""
     v: dict[str, Any] = {"id": node.id, "status": node.phase,
                          "startedAt": rfc3339(node.started_at), "finishedAt": rfc3339(node.finished_at)}
-    if node.phase not in (SKIPPED, OMITTED) and (node.outputs or node.type in ("Pod", "TaskGroup")):
+    if node.phase in (SKIPPED, OMITTED):
+        # Argo v4.1: a node that never ran exposes its template's ``valueFrom.default``
+        # outputs (argo-workflows PR #16223, addSkippedNodeOutputsToScope).
+        if node.outputs.get("parameters"):
+            v["outputs"] = {"parameters": dict(node.outputs["parameters"])}
+    elif node.outputs or node.type in ("Pod", "TaskGroup"):
         out = node.outputs
-        v["outputs"] = {"parameters": dict(out.get("parameters") or {})}
+        v["outputs"] = {"parameters": copy.copy(out.get("parameters") or {})}
         if "result" in out:
             v["outputs"]["result"] = out["result"]
         if "exitCode" in out:
@@ -127,10 +134,12 @@ class NodeBook:
         return node
 
     def settle(self, parent: Node, name: str, display: str, template: str | None, phase: str,
-               message: str) -> Node:
+               message: str, outputs: dict[str, str] | None = None) -> Node:
         """A task that never runs its template (when false, depends unmet, bad arguments):
-        a node of type Skipped, already finished with ``phase``."""
+        a node of type Skipped, already finished with ``phase`` (``outputs``: its defaults)."""
         node = self.new_node(name, display, "Skipped", template)
+        if outputs:
+            node.outputs = {"parameters": dict(outputs)}
         parent.children.append(node.name)
         self.start(node, announce=False)
         return self.finish(node, phase, message)

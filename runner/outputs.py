@@ -7,7 +7,7 @@ from typing import Any
 
 from .expr import format_value
 from .model import WorkflowError, param_str
-from .substitute import Scope, SubstitutionError
+from .substitute import AggregateMap, Scope, SubstitutionError
 
 
 def aggregate_json(values: list[str]) -> str:
@@ -32,8 +32,10 @@ def fan_out_outputs(children_outputs: list[dict[str, Any]]) -> dict[str, Any]:
         for k in (out.get("parameters") or {}):
             if k not in names:
                 names.append(k)
-    return {"parameters": {k: aggregate_json([out["parameters"][k] for out in children_outputs
-                                              if k in (out.get("parameters") or {})]) for k in names},
+    by_name = {k: aggregate_json([out["parameters"][k] for out in children_outputs
+                                  if k in (out.get("parameters") or {})]) for k in names}
+    per_child = [dict(out["parameters"]) for out in children_outputs if out.get("parameters")]
+    return {"parameters": AggregateMap(by_name, per_child),
             "result": aggregate_json([out["result"] for out in children_outputs if "result" in out])}
 
 

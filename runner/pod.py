@@ -34,27 +34,22 @@ import asyncio
 import contextlib
 import ctypes
 import json
-import math
 import os
-import re
 import shutil
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 from . import events as ev
+from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, map_path, parse_quantity
+from .reaper import Reaper
 
-SITE_DIR = Path(__file__).resolve().parent / "site"
+__all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR"]
+
 DEFAULT_DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 RESULT_LIMIT = 256 * 1024
-LOCAL_IP = "127.0.0.1"
-
-
-class PodError(Exception):
-    """The pod spec cannot be turned into local processes (bad volume, secret...)."""
 
 
 @dataclass
@@ -97,77 +92,6 @@ class PodResult:
         return map_path(container_path, self.mounts)
 
 
-# ------------------------------------------------------------------ path mapping
-
-def mangle(mount_path: str) -> str:
-    return mount_path.rstrip("/").replace("/", "_") or "_"
-
-
-def map_path(path: str, mounts: list[tuple[str, Path]]) -> Path | None:
-    for cpath, hpath in mounts:
-        cp = cpath.rstrip("/")
-        if path == cp or path.startswith(cp + "/"):
-            rest = path[len(cp):].lstrip("/")
-            return hpath / rest if rest else hpath
-    return None
-
-
-def make_rewriter(mounts: list[tuple[str, Path]]) -> Callable[[str], str]:
-    """Rewrite container path prefixes (as whole path components) into host paths."""
-    pairs = sorted(((c.rstrip("/"), str(h)) for c, h in mounts if c.rstrip("/")),
-                   key=lambda p: -len(p[0]))
-    if not pairs:
-        return lambda s: s
-    table = dict(pairs)
-    pattern = re.compile(r"(?<![\w.\-/])(" + "|".join(re.escape(c) for c, _ in pairs) + r")(?![\w.\-])")
-
-    def rewrite(s: str) -> str:
-        if not isinstance(s, str) or "/" not in s:
-            return s
-        return pattern.sub(lambda m: table[m.group(1)], s)
-
-    return rewrite
-
-
-_K8S_VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
-
-
-def k8s_expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes ``$(VAR)`` expansion: known names only; ``$$`` escapes a ``$``."""
-    if "$" not in text:
-        return text
-
-    def repl(m: re.Match) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        name = m.group(1)
-        return env[name] if name in env else m.group(0)
-
-    return _K8S_VAR_RE.sub(repl, text)
-
-
-# ------------------------------------------------------------------ quantities
-
-_QTY_RE = re.compile(r"^([+-]?\d+(?:\.\d+)?)([a-zA-Z]*)$")
-_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def parse_quantity(q: Any) -> float:
-    m = _QTY_RE.match(str(q).strip())
-    if not m or m.group(2) not in _SUFFIX:
-        raise PodError(f"invalid quantity {q!r}")
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
-
-
-def _node_memory() -> float:
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return float(line.split()[1]) * 1024
-    return 8 * 2**30
-
-
 # ------------------------------------------------------------------ process helpers
 
 _PR_SET_PDEATHSIG = 1
@@ -184,7 +108,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-class PodRunner:
+class PodRunner(PodSetup):
     """Runs pods for one workflow run; knows the run's shared settings."""
 
     def __init__(self, work_dir: Path, base_env: dict[str, str], *, code_dir: Path | None = None,
@@ -214,6 +138,7 @@ class PodRunner:
         self.hosts_file.touch()
         self._hosts: set[str] = set()
         self._live: dict[int, str] = {}  # pgid -> pod name
+        self._reaper: Reaper | None = None  # started with the first container
         (self.work_dir / "pods").mkdir(parents=True, exist_ok=True)
 
     # -- DNS -------------------------------------------------------------------
@@ -230,6 +155,12 @@ class PodRunner:
     def kill_all(self) -> None:
         for pgid in list(self._live):
             _signal_group(pgid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """After kill_all: stop the watchdog (it kills nothing on a clean stop)."""
+        if self._reaper is not None:
+            self._reaper.close()
+            self._reaper = None
 
     @property
     def live_pods(self) -> list[str]:
@@ -316,191 +247,6 @@ class PodRunner:
         return ", ".join(f"Insufficient {n}" for n in short)
 
     # -- pieces ----------------------------------------------------------------
-    def _volume_dirs(self, pod: PodSpec, pod_dir: Path) -> dict[str, Path]:
-        vols = {v.get("name"): v for v in pod.volumes or []}
-        dirs: dict[str, Path] = {}
-        for c in pod.init_containers + pod.containers + pod.sidecars:
-            for m in c.get("volumeMounts") or []:
-                name = m.get("name")
-                if name in dirs:
-                    continue
-                if name not in vols:
-                    raise PodError(f"container {c.get('name')!r}: volumeMount {name!r} has no matching volume")
-                v = vols[name]
-                if "emptyDir" in v:
-                    d = pod_dir / "mounts" / mangle(m.get("mountPath", name))
-                elif v.get("persistentVolumeClaim"):
-                    claim = v["persistentVolumeClaim"].get("claimName") or name
-                    d = self.work_dir / "volumes" / "pvc" / claim
-                elif v.get("hostPath"):
-                    d = self.work_dir / "volumes" / "hostPath" / mangle(v["hostPath"].get("path", name))
-                else:
-                    kind = next((k for k in v if k != "name"), "?")
-                    raise PodError(f"volume {name!r} of type {kind!r} is not supported by the local runner "
-                                   "(emptyDir, persistentVolumeClaim and hostPath are)")
-                d.mkdir(parents=True, exist_ok=True)
-                dirs[name] = d
-        return dirs
-
-    def _mounts(self, c: dict, volume_dirs: dict[str, Path], pod_dir: Path) -> list[tuple[str, Path]]:
-        mounts: list[tuple[str, Path]] = []
-        for m in c.get("volumeMounts") or []:
-            path = m.get("mountPath")
-            if not path or path == "/":
-                continue
-            host = volume_dirs[m["name"]]
-            if m.get("subPath"):
-                host = host / m["subPath"]
-                host.mkdir(parents=True, exist_ok=True)
-            mounts.append((path.rstrip("/"), host))
-        taken = {p for p, _ in mounts}
-        if self.private_tmp and "/tmp" not in taken:
-            mounts.append(("/tmp", pod_dir / "tmp"))
-        if self.image_code_dir and self.code_dir and self.image_code_dir not in taken:
-            mounts.append((self.image_code_dir, self.code_dir))
-        return mounts
-
-    def _field_ref(self, pod: PodSpec, path: str) -> str:
-        path = path.strip()
-        simple = {
-            "metadata.name": pod.name,
-            "metadata.namespace": pod.namespace,
-            "metadata.uid": pod.uid,
-            "spec.serviceAccountName": pod.service_account or "default",
-            "spec.nodeName": "localhost",
-            "status.hostIP": LOCAL_IP,
-            "status.podIP": LOCAL_IP,
-            "status.hostIPs": LOCAL_IP,
-            "status.podIPs": LOCAL_IP,
-        }
-        if path in simple:
-            return simple[path]
-        m = re.fullmatch(r"metadata\.(labels|annotations)\[['\"](.+)['\"]\]", path)
-        if m:
-            src = pod.labels if m.group(1) == "labels" else pod.annotations
-            return str(src.get(m.group(2), ""))
-        if path in ("metadata.labels", "metadata.annotations"):
-            src = pod.labels if path == "metadata.labels" else pod.annotations
-            return "\n".join(f'{k}="{v}"' for k, v in sorted(src.items()))
-        raise PodError(f"unsupported fieldRef fieldPath {path!r}")
-
-    def _resource_ref(self, c: dict, ref: dict) -> str:
-        resource = ref.get("resource", "")
-        divisor = parse_quantity(ref.get("divisor") or "1")
-        kind, _, name = resource.partition(".")
-        res = (c.get("resources") or {})
-        value = (res.get(kind) or {}).get(name)
-        if value is None and kind == "requests":
-            value = (res.get("limits") or {}).get(name)
-        if value is None:
-            qty = float(os.cpu_count() or 1) if name == "cpu" else _node_memory()
-        else:
-            qty = parse_quantity(value)
-        return str(max(1, math.ceil(qty / divisor)) if qty else 0)
-
-    def _secret(self, ref: dict, what: str) -> str | None:
-        store = self.secrets if what == "secret" else self.config_maps
-        name, key = ref.get("name"), ref.get("key")
-        if name in store and key in store[name]:
-            return store[name][key]
-        if ref.get("optional"):
-            return None
-        raise PodError(f"{what} {name!r} (key {key!r}) is not available: the local runner has no "
-                       f"Kubernetes {what}s; pass it to the runner (secrets=/config_maps=)")
-
-    def _prepare(self, pod: PodSpec, c: dict, mounts, pod_dir: Path, is_main: bool) -> dict:
-        rewrite = make_rewriter(mounts)
-        cname = c.get("name") or "main"
-        cenv: dict[str, str] = {}
-        for src in c.get("envFrom") or []:
-            prefix = src.get("prefix") or ""
-            if src.get("secretRef"):
-                ref, store, what = src["secretRef"], self.secrets, "secret"
-            elif src.get("configMapRef"):
-                ref, store, what = src["configMapRef"], self.config_maps, "config map"
-            else:
-                continue
-            if ref.get("name") not in store:
-                if ref.get("optional"):
-                    continue
-                raise PodError(f"envFrom {what} {ref.get('name')!r} is not available: the local runner has "
-                               f"no Kubernetes {what}s; pass it to the runner")
-            for k, v in store[ref["name"]].items():
-                cenv[prefix + k] = v
-        for item in c.get("env") or []:
-            name = item.get("name")
-            if not name:
-                continue
-            vf = item.get("valueFrom")
-            if vf:
-                if vf.get("fieldRef"):
-                    cenv[name] = self._field_ref(pod, vf["fieldRef"].get("fieldPath", ""))
-                elif vf.get("resourceFieldRef"):
-                    cenv[name] = self._resource_ref(c, vf["resourceFieldRef"])
-                elif vf.get("secretKeyRef"):
-                    val = self._secret(vf["secretKeyRef"], "secret")
-                    if val is not None:
-                        cenv[name] = val
-                elif vf.get("configMapKeyRef"):
-                    val = self._secret(vf["configMapKeyRef"], "config map")
-                    if val is not None:
-                        cenv[name] = val
-                else:
-                    raise PodError(f"env {name!r}: unsupported valueFrom {sorted(vf)}")
-            else:
-                value = item.get("value")
-                cenv[name] = k8s_expand(rewrite("" if value is None else str(value)), cenv)
-        env = dict(self.base_env)
-        env.update(pod.extra_env)
-        env.update(cenv)
-        for k, v in self.force_env.items():
-            if v is None:
-                env.pop(k, None)
-            else:
-                env[k] = v
-        env["HOSTNAME"] = pod.hostname or pod.name
-        env.setdefault("TMPDIR", str(pod_dir / "tmp"))
-        parts = [str(SITE_DIR)]
-        if self.code_dir:
-            parts.append(str(self.code_dir))
-        if env.get("PYTHONPATH"):
-            parts.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(parts)
-        env["MFARGO_RUNNER_HOSTS_FILE"] = str(self.hosts_file)
-        env["MFARGO_POD_HOSTNAME"] = pod.hostname or pod.name
-        if self.private_tmp:
-            self._warn_host_tmp(pod, [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
-                                + [str(i.get("value")) for i in c.get("env") or [] if i.get("value")])
-        command = [str(x) for x in (c.get("command") or [])]
-        args = [str(x) for x in (c.get("args") or [])]
-        if not command and not args:
-            raise PodError(f"container {cname!r} has no command: the image entrypoint is unknown locally")
-        if not command:
-            raise PodError(f"container {cname!r} has args but no command: the image entrypoint is unknown locally")
-        argv = [k8s_expand(rewrite(x), cenv) for x in command + args]
-        if is_main and pod.script is not None:
-            script_path = pod_dir / "script"
-            script_path.write_text(pod.script)
-            argv.append(str(script_path))
-        cwd = pod_dir
-        if c.get("workingDir"):
-            mapped = rewrite(str(c["workingDir"]))
-            if mapped != c["workingDir"]:
-                Path(mapped).mkdir(parents=True, exist_ok=True)
-                cwd = Path(mapped)
-        return {"name": cname, "argv": argv, "env": env, "cwd": cwd}
-
-    def _warn_host_tmp(self, pod: PodSpec, texts: list[str]) -> None:
-        """A /tmp/<x> the spec names that exists on this machine was probably meant to be shared."""
-        for text in texts:
-            for m in re.finditer(r"(?<![\w.\-/])/tmp/([\w.\-]+)", text):
-                top = m.group(1)
-                if top not in self._warned_tmp and os.path.exists(f"/tmp/{top}"):
-                    self._warned_tmp.add(top)
-                    self.on_event(ev.Event(ev.WARNING, node=pod.display, message=(
-                        f"/tmp/{top} exists on this machine, but each pod has a private /tmp "
-                        f"(<pod dir>/tmp), as in Kubernetes; use shared_tmp/--shared-tmp to share it")))
-
     def _write_pod_json(self, pod: PodSpec, pod_dir: Path, prepared: dict) -> None:
         info = {
             "name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "hostname": pod.hostname,
@@ -589,6 +335,9 @@ class PodRunner:
             return 128, "StartError", msg, ""
         pgid = proc.pid
         self._live[pgid] = pod.name
+        if self._reaper is None:
+            self._reaper = Reaper()
+        self._reaper.add(pgid)
         sink: list[bytes] | None = [] if capture else None
         pumps = [asyncio.ensure_future(self._pump(proc.stdout, log, prefix, pod, sink)),
                  asyncio.ensure_future(self._pump(proc.stderr, log, prefix, pod, None))]
@@ -603,6 +352,8 @@ class PodRunner:
             # The container is gone: kill what it left behind, like the kubelet would.
             _signal_group(pgid, signal.SIGKILL)
             self._live.pop(pgid, None)
+            if self._reaper is not None:
+                self._reaper.remove(pgid)
             done, pending = await asyncio.wait(pumps, timeout=2.0) if not killed else (set(), set(pumps))
             for t in pending:
                 t.cancel()

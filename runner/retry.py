@@ -39,6 +39,10 @@ class RetryPolicy:
     @classmethod
     def parse(cls, retry: dict, scope: Scope) -> "RetryPolicy":
         retry = scope.substitute_obj(retry, skip=("expression",))
+        if retry.get("expression"):
+            # Argo substitutes the template's simple tags ({{inputs.parameters.x}}) before
+            # evaluating the expression with lastRetry (docs: retries.md, "Conditional retries").
+            retry["expression"] = scope.substitute_simple(str(retry["expression"]))
         limit = parse_int(retry["limit"], "retryStrategy.limit") if retry.get("limit") is not None else None
         policy = retry.get("retryPolicy") or ("Always" if retry.get("expression") else "OnFailure")
         if policy not in POLICIES:

@@ -8,7 +8,7 @@ template's kind, chosen from :data:`KINDS`.  Each kind lives in its own module:
 * :mod:`dag` - DAG walk (depends, failFast, targets);  :mod:`steps` - step groups;
 * :mod:`fanout` - a task/step: withItems/withParam/withSequence, when, arguments;
 * :mod:`nodes` - node bookkeeping and events;  :mod:`outputs` - output parameters;
-* :mod:`lifecycle` - workflow deadline, termination, exit hooks.
+* :mod:`lifecycle` - workflow deadline, termination, exit hooks;  :mod:`metrics` - template metrics.
 
 ``spec.parallelism`` bounds concurrently running pods (container/script/resource
 steps); a dag/steps template's ``parallelism`` bounds its running children.
@@ -23,6 +23,7 @@ from . import dag, leaf, lifecycle, steps
 from . import events as ev
 from .fanout import NullLock
 from .jobset import JobSetController
+from .metrics import emit_metrics
 from .model import ERROR, WorkflowDoc, WorkflowError, param_str, parse_int, pod_name, template_type
 from .nodes import NODE_ERRORS, Node, NodeBook, error_text
 from .pod import PodRunner
@@ -81,6 +82,19 @@ class Executor(NodeBook):
     def pod_slot(self):
         """``spec.parallelism``: held while a pod/resource node runs."""
         return self.pod_slots if self.pod_slots is not None else NullLock()
+
+    def default_outputs(self, template_name: str | None) -> dict[str, str]:
+        """The ``valueFrom.default`` outputs a task that never ran exposes (Argo v4.1)."""
+        try:
+            tmpl = self.doc.template(str(template_name))
+        except (WorkflowError, KeyError, TypeError):
+            return {}
+        out = {}
+        for p in (tmpl.get("outputs") or {}).get("parameters") or []:
+            vf = p.get("valueFrom") or {}
+            if vf.get("default") is not None:
+                out[p["name"]] = param_str(vf["default"])
+        return out
 
     def resolve_inputs(self, tmpl: dict, args: dict[str, str]) -> dict[str, str]:
         inputs = tmpl.get("inputs") or {}
@@ -147,14 +161,16 @@ class Executor(NodeBook):
             node.pod_name = pod_name(self.name, tmpl["name"], node.name)
         scope = self.leaf_scope(node, retries)
         try:
-            return await KINDS[kind][1](self, node, tmpl, scope, depth)
+            await KINDS[kind][1](self, node, tmpl, scope, depth)
         except NODE_ERRORS as e:
             if node.started_at is None:
                 self.start(node, announce=False)
-            return self.finish(node, ERROR, error_text(e))
+            self.finish(node, ERROR, error_text(e))
         except asyncio.CancelledError:
             self.cancelled(node)
             raise
+        emit_metrics(self, node, tmpl)
+        return node
 
     def terminate(self, reason: str) -> None:
         """Stop now (Ctrl-C / SIGTERM / runner timeout): kill pods, skip exit handlers."""

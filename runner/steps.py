@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .fanout import gather_all, limiter, run_task
-from .model import BAD_PHASES, SUCCEEDED
+from .fanout import FAIL_FAST_MESSAGE, Boundary, gather_all, run_task
+from .model import BAD_PHASES, FAILED, SUCCEEDED
 from .nodes import Node, continues, view
 from .outputs import composite_outputs
 from .substitute import Scope
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 async def run_steps(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: int) -> Node:
     groups = tmpl.get("steps") or []
-    slots = limiter(tmpl.get("parallelism"))
+    boundary = Boundary(tmpl)
     ex.start(node)
     finished: dict[str, Node] = {}
     for gi, group in enumerate(groups):
@@ -26,7 +26,7 @@ async def run_steps(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth:
         node.children.append(gnode.name)
         ex.start(gnode, announce=False)
         sscope = scope.child(steps={n: view(x) for n, x in finished.items()})
-        coros = [run_task(ex, gnode, s, sscope, f"{gnode.name}.{s['name']}", s["name"], depth, slots)
+        coros = [run_task(ex, gnode, s, sscope, f"{gnode.name}.{s['name']}", s["name"], depth, boundary)
                  for s in group]
         results = await gather_all(coros)
         failed = None
@@ -34,6 +34,9 @@ async def run_steps(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth:
             finished[s["name"]] = r
             if r.phase in BAD_PHASES and not continues(s, r.phase):
                 failed = failed or r
+        if boundary.stopped:
+            ex.finish(gnode, FAILED, FAIL_FAST_MESSAGE, announce=False)
+            return ex.finish(node, FAILED, FAIL_FAST_MESSAGE)
         if failed is not None:
             ex.finish(gnode, failed.phase, failed.message, announce=False)
             return ex.finish(node, failed.phase,

@@ -30,10 +30,26 @@ class SubstitutionError(Exception):
     """A tag could not be resolved."""
 
 
+class AggregateMap(dict):
+    """A fan-out's ``outputs.parameters``: by name, each parameter's aggregated JSON list
+    (``tasks.x.outputs.parameters.p``); as a whole (``tasks.x.outputs.parameters``) a JSON
+    list of per-child maps, as Argo's controller builds it (workflow/controller/operator.go,
+    processAggregateNodeOutputs)."""
+
+    def __init__(self, by_name: dict[str, str], per_child: list[dict[str, str]]):
+        super().__init__(by_name)
+        self.per_child = per_child
+
+    def __copy__(self) -> "AggregateMap":
+        return AggregateMap(dict(self), list(self.per_child))
+
+
 def render(value: Any) -> str:
     """String form of a scope value inside a simple tag."""
     if isinstance(value, str):
         return value
+    if isinstance(value, AggregateMap):
+        return json.dumps(value.per_child, separators=(",", ":"))
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"))
     return _expr.format_value(value)
@@ -136,6 +152,13 @@ class Scope:
             return render(self.lookup(body))
 
         return TAG_RE.sub(repl, text)
+
+    def substitute_simple(self, text: str) -> str:
+        """Replace simple tags only; ``{{= ...}}`` stays for a later evaluation."""
+        if "{{" not in text:
+            return text
+        return TAG_RE.sub(lambda m: m.group(0) if m.group(1).startswith("=") else render(self.lookup(m.group(1))),
+                          text)
 
     def substitute_obj(self, obj: Any, skip: Iterable[str] = ()) -> Any:
         """Deep-copy ``obj`` substituting every string (dict keys ``skip`` left as is)."""

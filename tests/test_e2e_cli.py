@@ -1,9 +1,12 @@
 """E2E: `mfargo run` in a subprocess — -p strings, --run-id-file, --user NAME (the run
 lands in namespace user:NAME), and the embedded S3 default (no endpoint configured:
 a SeaweedFS for the run, its bucket from the YAML, --keep, --serve-s3 to read it back)."""
+import os
+import select
+import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
@@ -81,27 +84,32 @@ def test_cli_embedded_s3_keep_and_serve(mf_env, tmp_path):
     out = proc.stdout
     assert "local S3 at http://127.0.0.1:" in out and "buckets: mfargo-test" in out
     assert "Read this run with Metaflow's client" in out and "--serve-s3 %s" % (work / "s3") in out
-    run_id = out.split("Metaflow run id: ")[1].split()[0]
     assert (work / "s3" / "filer").is_dir() and (work / "metaflow-local").is_dir()
-    # serve the kept data again and read the run with the printed env
-    serve = subprocess.Popen([sys.executable, "-m", "mfargo.cli", "run", "--serve-s3", str(work / "s3")],
-                             env=env, stdout=subprocess.PIPE, text=True)
+    # Run the printed hint as a shell would: eval "$(mfargo run --serve-s3 ...)" returns while
+    # the server runs in the background; the second line reads the run back.
+    lines = out.split("Read this run with Metaflow's client:\n", 1)[1].splitlines()
+    script = "set -e\n%s\necho PID=$MFARGO_S3_SERVER_PID\n%s\n" % (lines[0].strip(), lines[1].strip())
+    shell_env = dict(env, PATH=os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]))
+    proc = subprocess.run(["bash", "-c", script], env=shell_env, capture_output=True, text=True, timeout=120)
+    pid = int(proc.stdout.split("PID=", 1)[1].split()[0])
     try:
-        exports = {}
-        deadline = time.monotonic() + 60
-        while "AWS_SECRET_ACCESS_KEY" not in exports and time.monotonic() < deadline:
-            line = serve.stdout.readline()
-            assert line, "serve-s3 exited"
-            if line.startswith("export "):
-                k, v = line[len("export "):].strip().split("=", 1)
-                exports[k] = v
-        read_env = dict(env, **exports, METAFLOW_DATASTORE_SYSROOT_LOCAL=str(work / "metaflow-local"))
-        c.env = read_env
-        got = c.client("""
-            run = Run(sys.argv[1])
-            print(json.dumps({"ok": run.successful, "got": run["start"].task.data.got}))
-        """, "CliFlow/" + run_id)
-        assert got == {"ok": True, "got": [3, True, {}]}
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "MetaflowData" in proc.stdout
     finally:
-        serve.terminate()
-        serve.wait(timeout=30)
+        # kill $MFARGO_S3_SERVER_PID stops the server and its SeaweedFS processes
+        pidfd = os.pidfd_open(pid)
+        os.kill(pid, signal.SIGTERM)
+        assert select.select([pidfd], [], [], 60)[0], "the S3 server did not stop"
+        os.close(pidfd)
+    assert _processes_mentioning(str(work / "s3")) == []
+
+
+def _processes_mentioning(text):
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            if text in (p / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(p.name)
+        except OSError:
+            pass  # exited meanwhile
+    return found

@@ -190,3 +190,37 @@ def test_private_tmp_by_default_shared_on_request(tmp_path):
     assert any("private /tmp" in e.message for e in rec.kinds(ev.WARNING))
     result, _ = run_yaml(text, tmp_path / "shared", private_tmp=False)
     assert result.status == "Succeeded" and target.read_text() == "x\n"
+
+
+UNREACHABLE = """
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: unreachable}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        container:
+          image: python
+          command: [bash, -c, "echo 'print(\\"task ran\\")' > flow.py && python flow.py --datastore=s3 step start"]
+          env:
+          - {name: METAFLOW_S3_ENDPOINT_URL, value: "http://user:secret@127.0.0.1:1"}
+          - {name: METAFLOW_DEFAULT_METADATA, value: service}
+          - {name: METAFLOW_SERVICE_URL, value: "http://metadata.default.svc:2"}
+"""
+
+
+def test_unreachable_endpoints_fail_the_task_at_once_with_one_line(tmp_path):
+    result, rec = run_yaml(UNREACHABLE, tmp_path / "s3")
+    node = result.node("unreachable")
+    assert node.phase == "Failed" and node.message == "Error (exit code 1)"
+    lines = [e.message for e in rec.kinds(ev.LOG)]
+    assert lines == [f"mfargo runner: S3 endpoint http://127.0.0.1:1 (METAFLOW_S3_ENDPOINT_URL) is unreachable "
+                     f"from pod {node.pod_name}: Connection refused"]
+    # the metadata service (a cluster DNS name, resolved to this machine) is checked too
+    result, rec = run_yaml(UNREACHABLE.replace("127.0.0.1:1", "127.0.0.1:9").replace(
+        "--datastore=s3", "--datastore=local"), tmp_path / "md")
+    lines = [e.message for e in rec.kinds(ev.LOG)]
+    node = result.node("unreachable")
+    assert lines == [f"mfargo runner: metadata service http://metadata.default.svc:2 (METAFLOW_SERVICE_URL) is "
+                     f"unreachable from pod {node.pod_name}: Connection refused"]

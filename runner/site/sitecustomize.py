@@ -12,7 +12,8 @@ this module wraps ``socket.getaddrinfo``, ``gethostbyname`` and
   re-read when it changes).
 
 ``socket.gethostname()`` returns the pod's hostname (``MFARGO_POD_HOSTNAME``).
-Other names resolve normally.  Any other ``sitecustomize`` further down
+Other names resolve normally.  A Metaflow task process checks its S3/metadata
+endpoints first (see below).  Any other ``sitecustomize`` further down
 ``sys.path`` is then executed, so an environment's own customisation still runs.
 Only Python processes are covered (``python -S``/``-I`` skip it).
 """
@@ -95,6 +96,49 @@ socket.getaddrinfo = getaddrinfo
 socket.gethostbyname = gethostbyname
 socket.gethostbyname_ex = gethostbyname_ex
 socket.gethostname = gethostname
+
+
+# -- unreachable endpoints ------------------------------------------------------------
+# A Metaflow task whose S3 or metadata endpoint is down would sit in Metaflow's retries
+# (minutes) with no message.  So a task process (``python <flow>.py ... step|init ...``)
+# first opens a TCP connection to each endpoint it will use, bounded by
+# MFARGO_ENDPOINT_TIMEOUT seconds (default 5), and exits 1 with one line naming it.
+_ENDPOINTS = (("S3 endpoint", "METAFLOW_S3_ENDPOINT_URL", "METAFLOW_DEFAULT_DATASTORE", "s3", "--datastore="),
+              ("metadata service", "METAFLOW_SERVICE_URL", "METAFLOW_DEFAULT_METADATA", "service", "--metadata="))
+
+
+def _is_metaflow_task(argv):
+    return bool(argv) and argv[0].endswith(".py") and ("step" in argv[1:] or "init" in argv[1:])
+
+
+def _check_endpoints(argv, env):
+    """The first unreachable endpoint as one message line, or None."""
+    from urllib.parse import urlsplit
+
+    timeout = float(env.get("MFARGO_ENDPOINT_TIMEOUT") or 5)
+    for what, url_var, kind_var, kind, flag in _ENDPOINTS:
+        url = env.get(url_var)
+        chosen = next((a[len(flag):] for a in argv if a.startswith(flag)), env.get(kind_var))
+        if not url or chosen != kind:
+            continue
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        shown = "%s://%s:%d" % (parts.scheme or "http", host, port)  # never the credentials
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as e:
+            return "mfargo runner: %s %s (%s) is unreachable from pod %s: %s" % (
+                what, shown, url_var, _POD_HOSTNAME or "?", e.strerror or e)
+    return None
+
+
+if _POD_HOSTNAME and _is_metaflow_task(sys.argv):
+    _problem = _check_endpoints(sys.argv, os.environ)
+    if _problem:
+        sys.stderr.write(_problem + "\n")
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _chain():

@@ -1,0 +1,118 @@
+"""Refuse, before anything runs, what the local runner cannot play.
+
+Argo validates a workflow when it is submitted; the runner does the same for the
+features it does not implement, so a run never fails halfway at a node it could
+never have executed.  Each refusal is one line naming the template (and task).
+Checked for every template of the document (Argo's lint also covers all of them):
+
+* template kinds other than container/script/resource/suspend/dag/steps (``http``,
+  ``containerSet``, ``data``, ``plugin``);
+* a container (main, init, sidecar) with ``args`` but no ``command``, or neither: the
+  image's entrypoint is unknown locally;
+* every ``{{= expression}}`` tag, ``valueFrom.expression``, ``retryStrategy.expression``
+  and hook ``expression`` must parse (so unsupported functions are refused here);
+* tasks/steps using ``templateRef``, ``inline`` templates, task-level ``onExit``/``hooks``.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .expr import ExprError, parse
+from .model import WorkflowDoc, WorkflowError, template_type
+from .scheduler import KINDS
+from .substitute import TAG_RE
+
+
+def _strings(obj: Any) -> Iterator[str]:
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, list):
+        for x in obj:
+            yield from _strings(x)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _strings(k)
+            yield from _strings(v)
+
+
+def _without_simple_tags(text: str) -> str:
+    """An expression whose simple tags (substituted before evaluation) read as ``0``."""
+    return TAG_RE.sub(lambda m: m.group(0) if m.group(1).startswith("=") else "0", text)
+
+
+def _check_expression(src: str, where: str) -> None:
+    src = src.strip()
+    if src.startswith("{{=") and src.endswith("}}"):
+        src = src[3:-2]
+    try:
+        parse(_without_simple_tags(src))
+    except ExprError as e:
+        raise WorkflowError(f"{where}: expression {src!r}: {e}") from None
+
+
+def _check_tags(obj: Any, where: str) -> None:
+    for text in _strings(obj):
+        if "{{=" not in text:
+            continue
+        for m in TAG_RE.finditer(text):
+            if m.group(1).startswith("="):
+                _check_expression(m.group(1)[1:], where)
+
+
+def _check_container(c: dict, where: str) -> None:
+    name = c.get("name") or "main"
+    if c.get("args") and not c.get("command"):
+        raise WorkflowError(f"{where}: container {name!r} has args but no command: the image's "
+                            "entrypoint is unknown to the local runner")
+    if not c.get("command") and not c.get("args"):
+        raise WorkflowError(f"{where}: container {name!r} has no command: the image's entrypoint "
+                            "is unknown to the local runner")
+
+
+def _check_task(task: dict, where: str) -> None:
+    tname = f"{where}, task {task.get('name')!r}"
+    for key in ("templateRef", "inline"):
+        if task.get(key):
+            raise WorkflowError(f"{tname}: {key} is not supported by the local runner")
+    if task.get("onExit") or task.get("hooks"):
+        raise WorkflowError(f"{tname}: task-level onExit/hooks are not supported by the local runner")
+
+
+def check_template(tmpl: dict) -> None:
+    where = f"template {tmpl.get('name')!r}"
+    kind = template_type(tmpl)
+    if kind not in KINDS:
+        raise WorkflowError(f"{where}: {kind} templates are not supported by the local runner")
+    if kind in ("container", "script"):
+        main = tmpl[kind]
+        if kind == "container" or not main.get("command"):
+            _check_container(main, where)
+    for c in (tmpl.get("initContainers") or []) + (tmpl.get("sidecars") or []):
+        _check_container(c, where)
+    retry = tmpl.get("retryStrategy") or {}
+    if retry.get("expression"):
+        _check_expression(str(retry["expression"]), f"{where}, retryStrategy")
+    for section in ("outputs", "inputs"):
+        for p in (tmpl.get(section) or {}).get("parameters") or []:
+            vf = p.get("valueFrom") or {}
+            if vf.get("expression"):
+                _check_expression(str(vf["expression"]), f"{where}, {section} parameter {p.get('name')!r}")
+    if kind == "dag":
+        for task in tmpl["dag"].get("tasks") or []:
+            _check_task(task, where)
+    if kind == "steps":
+        for group in tmpl["steps"] or []:
+            for step in (group if isinstance(group, list) else [group]):
+                _check_task(step, where)
+    _check_tags(tmpl, where)
+
+
+def check(doc: WorkflowDoc) -> None:
+    """Raise WorkflowError (one line) for the first thing the runner cannot run."""
+    for name in doc.template_names:
+        check_template(doc.template(name))
+    for hname, hook in (doc.spec.get("hooks") or {}).items():
+        if isinstance(hook, dict) and hook.get("expression"):
+            _check_expression(str(hook["expression"]), f"spec.hooks.{hname}")
+    _check_tags({k: v for k, v in doc.spec.items() if k != "templates"}, "spec")
+

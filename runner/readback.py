@@ -1,0 +1,86 @@
+"""What ``mfargo run`` prints so a user can read the run with Metaflow's client.
+
+The facts come from the YAML as data (any YAML style): the flow name (annotation or
+label ``metaflow/flow_name``), the datastore root (an env ``METAFLOW_DATASTORE_SYSROOT_S3``
+or a ``--datastore-root`` argument anywhere in the document) and an S3 endpoint set in
+the YAML; what the YAML does not say comes from the env the pods got.  The hint is a
+pair of shell lines that work as printed: with the embedded S3 server, the first
+starts it again in the background (:mod:`runner.serve`).
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Iterator
+
+from .serve import PID_VAR
+
+ROOT_VAR = "METAFLOW_DATASTORE_SYSROOT_S3"
+ENDPOINT_VAR = "METAFLOW_S3_ENDPOINT_URL"
+
+
+def _walk(obj: Any) -> Iterator[Any]:
+    yield obj
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _walk(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _walk(v)
+
+
+def _env_value(doc: dict, name: str) -> str | None:
+    for x in _walk(doc):
+        if isinstance(x, dict) and x.get("name") == name and isinstance(x.get("value"), str):
+            return x["value"]
+    return None
+
+
+def _datastore_root_arg(doc: dict) -> str | None:
+    for x in _walk(doc):
+        if isinstance(x, str) and "--datastore-root" in x:
+            tokens = shlex.split(x) if x.strip() else []
+            for i, t in enumerate(tokens):
+                if t.startswith("--datastore-root="):
+                    return t.split("=", 1)[1]
+                if t == "--datastore-root" and i + 1 < len(tokens):
+                    return tokens[i + 1]
+        if isinstance(x, list):
+            for a, b in zip(x, x[1:]):
+                if a == "--datastore-root" and isinstance(b, str):
+                    return b
+    return None
+
+
+def flow_name(doc: dict) -> str | None:
+    for x in _walk(doc):
+        if isinstance(x, dict) and isinstance(x.get("metaflow/flow_name"), str):
+            return x["metaflow/flow_name"]
+    return None
+
+
+def facts(doc: dict, env: dict[str, str]) -> dict[str, str | None]:
+    """flow, datastore root and S3 endpoint of the run (None where nothing says)."""
+    return {"flow": flow_name(doc),
+            "root": _env_value(doc, ROOT_VAR) or _datastore_root_arg(doc) or env.get(ROOT_VAR),
+            "endpoint": _env_value(doc, ENDPOINT_VAR) or env.get(ENDPOINT_VAR)}
+
+
+def hint(doc: dict, env: dict[str, str], run_id: str, local_md: Path, served_s3: Path | None) -> str:
+    """Shell lines that read the run back (``served_s3``: the embedded server's data)."""
+    f = facts(doc, env)
+    flow = f["flow"] or "FLOW"
+    code = f"from metaflow import Run, namespace; namespace(None); print(Run('{flow}/{run_id}').data)"
+    assign = {"METAFLOW_DEFAULT_DATASTORE": "s3", ROOT_VAR: f["root"] or "s3://YOUR-DATASTORE-ROOT",
+              "METAFLOW_DEFAULT_METADATA": "local", "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(local_md)}
+    lines = ["Read this run with Metaflow's client:"]
+    if served_s3 is not None:
+        lines.append(f"  eval \"$(mfargo run --serve-s3 {shlex.quote(str(served_s3))})\"   "
+                     f"# local S3 in the background; kill ${PID_VAR} stops it")
+    elif f["endpoint"]:
+        assign[ENDPOINT_VAR] = f["endpoint"]
+    line = " ".join(f"{k}={shlex.quote(v)}" for k, v in assign.items())
+    lines.append(f"  {line} python -c {shlex.quote(code)}")
+    if not f["root"]:
+        lines.append("  (the YAML names no datastore root: set METAFLOW_DATASTORE_SYSROOT_S3 to the one the pods used)")
+    return "\n".join(lines)

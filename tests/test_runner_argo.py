@@ -1,0 +1,264 @@
+"""Runner: Argo behaviours as Argo's docs/source define them (issue 12, item 1).
+
+Each test is written from Argo's documentation or controller source, cited per test.
+"""
+import json
+import textwrap
+
+import pytest
+
+from mfargo.runner import events as ev
+from mfargo.runner.cli import main
+from mfargo.runner.fanout import FAIL_FAST_MESSAGE
+from mfargo.runner.testing import run_yaml
+
+SH = """
+  - name: sh
+    inputs: {parameters: [{name: cmd}]}
+    container: {image: bash, command: [bash, -c, "{{inputs.parameters.cmd}}"]}
+"""
+
+
+def with_sh(text: str) -> str:
+    """The workflow plus a `sh` template running its `cmd` input."""
+    return textwrap.dedent(text).rstrip() + SH
+
+
+def test_script_file_is_executable(tmp_path):
+    # Argo writes a script template's source to a file with mode 0755 (executor), so
+    # `command: [sh, -c]` can execute it as a program.
+    result, _ = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: script-mode}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            script:
+              image: alpine
+              command: [sh, -c]
+              source: |
+                echo from-script
+        """, tmp_path)
+    assert result.status == "Succeeded", result.message
+    node = result.node("script-mode")
+    assert node.outputs["result"] == "from-script"
+    assert (result.work_dir / "pods" / node.pod_name / "script").stat().st_mode & 0o777 == 0o755
+
+
+def test_fanned_out_parameters_are_a_list_of_per_child_maps(tmp_path):
+    # operator.go processAggregateNodeOutputs: `<task>.outputs.parameters` of a fan-out is
+    # a JSON list of per-child {name: value} maps; `.parameters.<name>` a JSON list of values.
+    result, _ = run_yaml(with_sh("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: agg}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - {name: gen, template: gen, withItems: [a, b], arguments: {parameters: [{name: x, value: "{{item}}"}]}}
+              - name: each
+                depends: gen
+                template: sh
+                withParam: "{{tasks.gen.outputs.parameters}}"
+                arguments: {parameters: [{name: cmd, value: "echo {{item.up}}-{{item.x}}"}]}
+              - name: whole
+                depends: gen
+                template: sh
+                arguments: {parameters: [{name: cmd, value: "echo '{{tasks.gen.outputs.parameters}}|{{tasks.gen.outputs.parameters.up}}'"}]}
+          - name: gen
+            inputs: {parameters: [{name: x}]}
+            container: {image: bash, command: [bash, -c, "echo {{inputs.parameters.x}} | tr a-z A-Z > /tmp/up"]}
+            outputs:
+              parameters:
+              - {name: up, valueFrom: {path: /tmp/up}}
+              - {name: x, value: "{{inputs.parameters.x}}"}
+        """), tmp_path)
+    assert result.status == "Succeeded", result.message
+    whole, by_name = result.node("whole").outputs["result"].split("|")
+    assert json.loads(whole) == [{"up": "A", "x": "a"}, {"up": "B", "x": "b"}]
+    assert json.loads(by_name) == ["A", "B"]
+    each = [result.nodes[c] for c in result.node("each").children]
+    assert [c.outputs["result"] for c in each] == ["A-a", "B-b"]
+
+
+RETRY = """
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: retry-expr}
+    spec:
+      entrypoint: main
+      arguments: {parameters: [{name: safe, value: "false"}]}
+      templates:
+      - name: main
+        inputs: {parameters: [{name: safe, value: "{{workflow.parameters.safe}}"}]}
+        retryStrategy:
+          limit: 2
+          expression: "'{{inputs.parameters.safe}}' == 'true' && lastRetry.status == 'Failed'"
+        container: {image: bash, command: [bash, -c, "exit 1"]}
+"""
+
+
+def test_retry_expression_is_substituted_before_evaluation(tmp_path):
+    # docs/retries.md (conditional retries): the template's tags are substituted in
+    # retryStrategy.expression, then it is evaluated with lastRetry.*.
+    result, _ = run_yaml(RETRY, tmp_path / "no")
+    node = result.node("retry-expr")
+    assert node.phase == "Failed" and len(node.children) == 1, node.message
+    result, _ = run_yaml(RETRY, tmp_path / "yes", {"safe": "true"})
+    node = result.node("retry-expr")
+    assert node.phase == "Failed" and len(node.children) == 3, node.message
+    assert node.message == "Error (exit code 1) (no more retries left)"
+
+
+def test_metrics_are_evaluated_after_the_node_finishes(tmp_path):
+    # docs/metrics.md: template metrics may use {{status}}, {{duration}}, {{exitCode}},
+    # outputs; they are computed once the node completes and never fail it.
+    result, rec = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: metrics}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            metrics:
+              prometheus:
+              - name: step_result
+                help: "status of the step"
+                labels: [{key: status, value: "{{status}}"}, {key: code, value: "{{exitCode}}"}]
+                gauge: {value: "{{duration}}"}
+              - name: only_on_failure
+                help: "never emitted here"
+                when: "{{status}} == Failed"
+                counter: {value: "1"}
+              - name: broken
+                help: "refers to nothing"
+                counter: {value: "{{outputs.parameters.nope}}"}
+            container: {image: bash, command: [bash, -c, "true"]}
+        """, tmp_path)
+    assert result.status == "Succeeded", result.message
+    (metric,) = result.node("metrics").metrics
+    assert metric["name"] == "step_result" and metric["type"] == "gauge"
+    assert metric["labels"] == {"status": "Succeeded", "code": "0"}
+    assert float(metric["value"]) >= 0
+    warnings = [e.message for e in rec.kinds(ev.WARNING)]
+    assert any("metric 'broken' not emitted" in w for w in warnings)
+
+
+def test_skipped_producer_default_and_nil_coalescing(tmp_path):
+    # Argo v4.1 (PR #16223): a skipped task exposes its template's valueFrom.default
+    # outputs; expr-lang's `??` falls back over any missing link of the chain.
+    result, _ = run_yaml(with_sh("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: skipped}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - {name: producer, template: produce, when: "1 == 2"}
+              - {name: plain, template: plain, when: "1 == 2"}
+              - name: consumer
+                depends: producer && plain
+                template: sh
+                arguments:
+                  parameters:
+                  - name: cmd
+                    value: "echo {{tasks.producer.outputs.parameters.y}}/{{=tasks.plain.outputs.parameters.z ?? 'fb'}}"
+          - name: produce
+            container: {image: bash, command: [bash, -c, "echo real > /tmp/y"]}
+            outputs: {parameters: [{name: y, valueFrom: {path: /tmp/y, default: fallback}}]}
+          - name: plain
+            container: {image: bash, command: [bash, -c, "echo real > /tmp/z"]}
+            outputs: {parameters: [{name: z, valueFrom: {path: /tmp/z}}]}
+        """), tmp_path)
+    assert result.status == "Succeeded", result.message
+    assert result.node("producer").phase == "Skipped"
+    assert result.node("consumer").outputs["result"] == "fallback/fb"
+
+
+FAIL_FAST_STEPS = with_sh("""
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: ffsteps}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        parallelism: 1
+        failFast: FAILFAST
+        steps:
+        - - name: item
+            template: sh
+            withItems: ["exit 1", "true", "true"]
+            arguments: {parameters: [{name: cmd, value: "{{item}}"}]}
+""")
+
+
+def test_fail_fast_with_parallelism_stops_starting_items(tmp_path):
+    # operator.go checkParallelism / e2e expectedfailures/parallelism-step-fail-fast.yaml:
+    # with failFast and parallelism, no child starts after one failed; the template fails
+    # with "template has failed or errored children and failFast enabled".
+    result, _ = run_yaml(FAIL_FAST_STEPS.replace("FAILFAST", "true"), tmp_path / "ff")
+    assert result.status == "Failed"
+    assert result.message == FAIL_FAST_MESSAGE
+    assert result.node("item(0:exit 1)").phase == "Failed"
+    for name in ("item(1:true)", "item(2:true)"):
+        assert result.node(name).phase == "Omitted" and result.node(name).pod_name is None
+    result, _ = run_yaml(FAIL_FAST_STEPS.replace("FAILFAST", "false"), tmp_path / "noff")
+    assert result.status == "Failed"
+    assert result.node("item(2:true)").phase == "Succeeded"
+
+
+REFUSED_BASE = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: refused}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: ok, template: ok}
+      - {name: later, depends: ok, template: TEMPLATE}
+  - name: ok
+    container: {image: bash, command: [bash, -c, "touch /work-should-not-exist"]}
+"""
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("  - name: bad\n    http: {url: 'http://example.com'}\n",
+     "template 'bad': http templates are not supported by the local runner"),
+    ("  - name: bad\n    container: {image: alpine, args: [echo, hi]}\n",
+     "template 'bad': container 'main' has args but no command: the image's entrypoint is unknown "
+     "to the local runner"),
+    ("  - name: bad\n    container: {image: bash, command: [echo, \"{{=sprig.genPrivateKey('rsa')}}\"]}\n",
+     "template 'bad': expression \"sprig.genPrivateKey('rsa')\": function sprig.genPrivateKey() is not "
+     "supported by the local runner"),
+])
+def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra, message):
+    # Refused up front, in one line: the first task (which would run fine) never starts.
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(REFUSED_BASE.replace("TEMPLATE", "bad") + extra)
+    assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mfargo run: {message}"), err
+    assert not (tmp_path / "w" / "pods").exists()
+
+
+def test_task_level_hooks_are_refused_before_the_run(tmp_path, capsys):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(REFUSED_BASE.replace("TEMPLATE", "ok").replace(
+        "template: ok}\n  - name: ok", "template: ok, onExit: ok}\n  - name: ok"))
+    assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["mfargo run: template 'main', task 'later': task-level onExit/hooks are not supported "
+                   "by the local runner"]

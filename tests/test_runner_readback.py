@@ -1,0 +1,66 @@
+"""The "read this run" hint: facts parsed from the YAML as data, in every mode."""
+import shlex
+from pathlib import Path
+
+import yaml
+
+from mfargo.runner import readback
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+BLOCK = """
+metadata:
+  annotations:
+    metaflow/flow_name: BlockFlow
+spec:
+  templates:
+  - name: step
+    container:
+      command: [python, flow.py, step, --datastore-root, s3://from-arg/prefix]
+"""
+
+
+def _assignments(line: str) -> dict[str, str]:
+    words = shlex.split(line)
+    return dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+
+
+def test_facts_from_flow_style_yaml():
+    doc = yaml.safe_load((EXAMPLES / "hello.yaml").read_text())
+    assert readback.facts(doc, {}) == {"flow": "HelloFlow", "root": "s3://mfargo-examples/metaflow",
+                                       "endpoint": None}
+
+
+def test_facts_from_a_datastore_root_argument_and_from_the_env():
+    doc = yaml.safe_load(BLOCK)
+    assert readback.facts(doc, {})["root"] == "s3://from-arg/prefix"
+    doc["spec"]["templates"][0]["container"]["command"] = ["python", "flow.py", "step"]
+    env = {"METAFLOW_DATASTORE_SYSROOT_S3": "s3://env/root", "METAFLOW_S3_ENDPOINT_URL": "http://s3.local:9000"}
+    assert readback.facts(doc, env) == {"flow": "BlockFlow", "root": "s3://env/root",
+                                        "endpoint": "http://s3.local:9000"}
+
+
+def test_hint_with_the_embedded_server(tmp_path):
+    doc = yaml.safe_load((EXAMPLES / "hello.yaml").read_text())
+    text = readback.hint(doc, {}, "argo-x", tmp_path / "md", tmp_path / "s3")
+    first, serve, read = text.splitlines()
+    assert shlex.split(serve)[:2] == ["eval", f"$(mfargo run --serve-s3 {tmp_path / 's3'})"]
+    env = _assignments(read)
+    assert env == {"METAFLOW_DEFAULT_DATASTORE": "s3", "METAFLOW_DATASTORE_SYSROOT_S3": "s3://mfargo-examples/metaflow",
+                   "METAFLOW_DEFAULT_METADATA": "local", "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(tmp_path / "md")}
+    assert "Run('HelloFlow/argo-x')" in shlex.split(read)[-1]
+
+
+def test_hint_with_an_external_endpoint(tmp_path):
+    doc = yaml.safe_load(BLOCK)
+    text = readback.hint(doc, {"METAFLOW_S3_ENDPOINT_URL": "http://minio:9000"}, "argo-y", tmp_path, None)
+    first, read = text.splitlines()
+    assert "--serve-s3" not in text
+    env = _assignments(read)
+    assert env["METAFLOW_S3_ENDPOINT_URL"] == "http://minio:9000"
+    assert env["METAFLOW_DATASTORE_SYSROOT_S3"] == "s3://from-arg/prefix"
+
+
+def test_hint_says_when_no_root_is_known(tmp_path):
+    doc = {"metadata": {"annotations": {"metaflow/flow_name": "F"}}}
+    lines = readback.hint(doc, {}, "argo-z", tmp_path, None).splitlines()
+    assert "the YAML names no datastore root" in lines[-1]
