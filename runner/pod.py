@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import events as ev
-from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, map_path, parse_quantity
+from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity
 from .reaper import Reaper
 
-__all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR"]
+__all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR", "k8s_expand"]
 
 DEFAULT_DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 RESULT_LIMIT = 256 * 1024
