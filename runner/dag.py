@@ -142,32 +142,33 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     if boundary.stopped:
         return ex.finish(node, FAILED, FAIL_FAST_MESSAGE)
 
-    memo: dict[str, str | None] = {}
+    memo: dict[str, tuple[str, Node] | None] = {}
 
-    def branch(n: str) -> str | None:
+    def branch(n: str) -> tuple[str, Node] | None:
+        """The task's branch phase and the node it comes from: an Omitted task inherits
+        a failed parent's (so the message names the task that failed)."""
         if n in memo:
             return memo[n]
         x = outcomes.get(n)
         if x is None:
             result = None
         elif x.phase == OMITTED:
-            parents = [branch(p) for p in deps[n]]
-            bad = [p for p in parents if p in BAD_PHASES]
-            result = bad[0] if bad else SUCCEEDED
+            bad = [b for b in (branch(p) for p in deps[n]) if b is not None and b[0] in BAD_PHASES]
+            result = bad[0] if bad else (SUCCEEDED, x)
         else:
-            result = x.phase
+            result = (x.phase, x)
         memo[n] = result
         return result
 
     for target in targets:
-        bp = branch(target)
-        if bp is None:
+        b = branch(target)
+        if b is None:
             return ex.finish(node, ERROR, f"task {target!r} never ran (its dependencies did not finish)")
-        if bp in BAD_PHASES:
-            if continues(by_name[target], bp):
+        phase, culprit = b
+        if phase in BAD_PHASES:
+            if continues(by_name[target], phase):
                 continue
-            culprit = outcomes[target]
-            return ex.finish(node, bp, f"child '{culprit.display_name}' {bp.lower()}"
+            return ex.finish(node, phase, f"child '{culprit.display_name}' {phase.lower()}"
                              + (f": {culprit.message}" if culprit.message else ""))
     out_scope = scope.child(tasks={n: view(x) for n, x in outcomes.items()})
     node.outputs = {"parameters": composite_outputs(tmpl, out_scope, ex.exports)}
