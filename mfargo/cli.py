@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--datastore-root", help="Metaflow datastore root")
     comp.add_argument("--check", action="store_true",
                       help="with -o: exit 1 printing a diff if FILE is stale; write nothing (pre-commit)")
+    comp.add_argument("--no-cache", action="store_true",
+                      help="compile from scratch: neither read nor write mfargo's cache of compiled text")
     sub.add_parser("run", help="Run a compiled workflow locally (see `mfargo run --help`).")
     args = parser.parse_args(argv)
     return compile_command(args)
@@ -48,6 +50,8 @@ def compile_command(args) -> int:
     cmd += ["--output-file", os.path.abspath(args.output)] if args.output else ["--only-yaml"]
     if args.check:
         cmd.append("--check")
+    if args.no_cache:
+        cmd.append("--no-cache")
     env = dict(os.environ)
     # Metaflow refuses to start without a user name; compiling does not depend on it.
     if not any(env.get(k) for k in ("METAFLOW_USER", "USER", "USERNAME", "LOGNAME")):

@@ -1,15 +1,17 @@
-"""compile -> build -> validate -> text: the steps every front end (Metaflow CLI, `mfargo`) shares."""
+"""compile -> build -> validate -> text: the steps every front end (Metaflow CLI, `mfargo`) shares.
+
+The building steps import hera and the schemas when first called, not here: a compile the
+cache answers (mfargo.cache) never loads them.
+"""
 
 from __future__ import annotations
 
 import difflib
 import json
 
-from mfargo import templates, validation
 from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir, usertext
 from mfargo.compiler import own_env
 from mfargo.compiler import flow_decorators as deployment
-from mfargo.templates import emit
 
 
 def compile_ir(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
@@ -20,6 +22,8 @@ def compile_ir(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.W
 
 def documents(workflow: ir.Workflow) -> list[dict]:
     """Every document to emit, checked against Argo's schema and the JobSet CRD."""
+    from mfargo import templates, validation
+
     usertext.check_workflow(workflow, own_env(workflow))
     docs = templates.build(workflow)
     problems = validation.validate_documents(docs)
@@ -29,11 +33,15 @@ def documents(workflow: ir.Workflow) -> list[dict]:
 
 
 def as_yaml(docs: list[dict]) -> str:
+    from mfargo.templates import emit
+
     return emit.dump_all(docs)
 
 
 def as_json(docs: list[dict]) -> str:
     """Core's hidden --only-json: the WorkflowTemplate alone, as JSON."""
+    from mfargo.templates import emit
+
     return json.dumps(emit.ordered(docs[0]), indent=4) + "\n"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
     # boto3 would otherwise ask the EC2 metadata address for a region (off-machine traffic).
     env["AWS_EC2_METADATA_DISABLED"] = "true"
     env["METAFLOW_HOME"] = str(home or (REPO / "tests" / ".no-metaflow-home"))
+    # mfargo's compile cache (safe: keyed by content) in a test directory, not the user's.
+    env["MFARGO_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "mfargo-test-cache")
     env.update(extra)
     return env
 

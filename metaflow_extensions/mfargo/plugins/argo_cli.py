@@ -8,6 +8,7 @@ The run commands (trigger, status, ...) are in `cluster_cli`. Errors are one lin
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -66,6 +67,8 @@ def _check_graph(obj):
 @click.option("--check", is_flag=True, default=False,
               help="With --output-file: exit 1 with a diff if the file is not what would be written; never writes.")
 @click.option("--graph", is_flag=True, default=False, help="Print the compiled DAG as a Mermaid flowchart.")
+@click.option("--no-cache", is_flag=True, default=False,
+              help="Compile from scratch: neither read nor write mfargo's cache of compiled text.")
 @click.option("--notify-on-error", is_flag=True, default=False, help="Notify when a run fails.")
 @click.option("--notify-on-success", is_flag=True, default=False, help="Notify when a run succeeds.")
 @click.option("--notify-slack-webhook-url-secret", default=None, metavar="SECRET[:KEY]",
@@ -90,14 +93,14 @@ def _check_graph(obj):
               help="Write the workflow name to this file (Metaflow's Deployer API).")
 @click.pass_obj
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
-           workflow_timeout, workflow_priority, cron_schedule_field, emit_workflow, service_account, check, graph,
+           workflow_timeout, workflow_priority, cron_schedule_field, emit_workflow, service_account, check, graph, no_cache,
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
            notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
            notify_pager_duty_integration_key, authorize, generate_new_token, given_token, deployer_attribute_file):
     from metaflow.exception import MetaflowException
 
-    from mfargo import output, pipeline
+    from mfargo import cache, output, pipeline
     from mfargo.compiler import CompileError, with_code_package
     from mfargo.errors import UserError
 
@@ -130,14 +133,21 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             # Only a flow that compiles is packaged (and, unless --only-yaml or --check, uploaded).
             upload = (deploying or bool(output_file)) and not only_yaml and not check
             workflow = with_code_package(workflow, inputs.code_package(obj, upload=upload))
-        docs = pipeline.documents(workflow)
-        if deployment:
-            _finish(obj, deployment, docs, deploying)
-        if deployer_attribute_file:
-            _write_deployer_attributes(obj, deployer_attribute_file, docs, only_json)
-        if deploying:
-            return
-        text = pipeline.as_json(docs) if only_json else pipeline.as_yaml(docs)
+        # Text only (no deploying, no token stamped, no Deployer file): the cache may answer.
+        cacheable = not (no_cache or deploying or deployment or deployer_attribute_file)
+        key = cache.key(workflow, "json" if only_json else "yaml", inspect.getfile(type(obj.flow))) if cacheable else None
+        text = cache.get(key) if key else None
+        if text is None:
+            docs = pipeline.documents(workflow)
+            if deployment:
+                _finish(obj, deployment, docs, deploying)
+            if deployer_attribute_file:
+                _write_deployer_attributes(obj, deployer_attribute_file, docs, only_json)
+            if deploying:
+                return
+            text = pipeline.as_json(docs) if only_json else pipeline.as_yaml(docs)
+            if key:
+                cache.put(key, text)
     except (CompileError, UserError, MetaflowException) as e:
         message = getattr(e, "message", None) if isinstance(e, MetaflowException) else str(e)
         click.secho("mfargo: %s" % " ".join(str(message or e).split()), fg="red", err=True)
