@@ -89,7 +89,7 @@ class StepCall:
     run_id: str
     task_id: Token
     retry_count: Token | None  # None: the first and only attempt (Metaflow's default 0)
-    max_user_code_retries: int
+    max_user_code_retries: int | Token
     step_args: tuple[str, ...]
     split_index: Token | None = None
     ubf_context: Token | None = None
@@ -162,8 +162,11 @@ def metaflow_call(call: StepCall) -> Line:
     ]  # fmt: skip
     if call.retry_count is not None:
         tokens += [Raw("--retry-count"), call.retry_count]
-    if call.max_user_code_retries:
-        tokens += [Raw("--max-user-code-retries"), Lit(str(call.max_user_code_retries))]
+    if isinstance(call.max_user_code_retries, int):
+        if call.max_user_code_retries:
+            tokens += [Raw("--max-user-code-retries"), Lit(str(call.max_user_code_retries))]
+    else:
+        tokens += [Raw("--max-user-code-retries"), call.max_user_code_retries]
     if call.split_index is not None:
         tokens += [Raw("--split-index"), call.split_index]
     if call.ubf_context is not None:
@@ -211,18 +214,33 @@ def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args)
     return tuple(tokens)
 
 
-def gang_attempt(argo_retries: str | None, max_restarts: int) -> tuple[list[Line], Token | None]:
-    """Metaflow's attempt for a gang pod: Argo retries and JobSet gang restarts both count.
+def gang_attempt(argo_retries: str | None, max_restarts: int, user_retries: int, counter: Line
+                 ) -> tuple[list[Line], Token | None, Token | int]:
+    """Metaflow's attempt for a gang pod, and the --max-user-code-retries that goes with it.
 
-    Argo retry r creates a new JobSet whose restart attempts k run 0..max_restarts, so
-    attempt = r * (max_restarts + 1) + k: unique and increasing. Returns the lines that
-    set up the shell variables, and the token for --retry-count.
+    Without JobSet restarts the attempt is Argo's retry. With them, ``counter`` (a command
+    printing the next attempt of this task, counted in the datastore) numbers attempts
+    contiguously whatever mix of restarts and retries came before, and the user's code
+    gets its last chance (``@catch`` catches) in every pod of the last user retry: a
+    user-code failure there is retried by nothing. Returns the set-up lines, the token
+    for --retry-count and the value for --max-user-code-retries.
     """
     if not max_restarts:
-        return [], (Lit(argo_retries) if argo_retries else None)
-    setup = [(Cat((Raw("argo_retries="), Lit(argo_retries or "0"))),)]
-    attempt = Raw('"$((argo_retries * %d + ${%s:-0}))"' % (max_restarts + 1, Env.JOBSET_RESTART_ATTEMPT))
-    return setup, attempt
+        return [], (Lit(argo_retries) if argo_retries else None), user_retries
+    setup = [
+        (Cat((Raw("argo_retries="), Lit(argo_retries or "0"))),),
+        (Cat((Raw('attempt="$('), *_spaced(counter), Raw(')"'))),),
+        (Raw('max_retries="$((argo_retries >= %d ? attempt : attempt + 1))"' % user_retries),),
+    ]
+    return setup, Var("attempt"), Var("max_retries")
+
+
+def _spaced(line: Line) -> tuple:
+    """A command's tokens inside one shell word (for $(...)), separated by spaces."""
+    out: list[Token] = []
+    for token in line:
+        out += [token, Raw(" ")]
+    return tuple(out[:-1])
 
 
 # Control is split 0 (MF_CONTROL_INDEX=0), worker i is split i+1: Metaflow's contract.

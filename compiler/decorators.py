@@ -95,7 +95,14 @@ def placement(decorators) -> ir.GangPlacement:
         queue=deco.attributes.get("queue") or None,
         exclusive_topology=deco.attributes.get("exclusive_topology") or None,
         max_restarts=int(deco.attributes.get("max_restarts") or 0),
+        retry_on=_retry_on(deco),
     )
+
+
+def _retry_on(deco) -> tuple[str, ...]:
+    from metaflow_extensions.mfargo.plugins.jobset_decorator import retry_on
+
+    return retry_on(deco.attributes.get("retry_on"), "")
 
 
 def timeout_seconds(decorators) -> int:

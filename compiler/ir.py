@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
+
 
 class Transition(enum.Enum):
     """What a step's ``self.next(...)`` does."""
@@ -118,6 +120,7 @@ class GangPlacement:
     queue: str | None = None
     exclusive_topology: str | None = None
     max_restarts: int = 0
+    retry_on: tuple[str, ...] = contract.RETRY_ON_DEFAULT  # pod failures that restart the gang
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

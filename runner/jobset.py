@@ -27,99 +27,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import events as ev
+from . import job_policy, jobset_pod
+from .jobset_checks import API_VERSION, GROUP, essential_problems, validate  # noqa: F401 - the API
 from .model import random_suffix
 from .pod import PodError, PodRunner, PodSpec
 
-GROUP = "jobset.x-k8s.io"
-API_VERSION = "jobset.x-k8s.io/v1alpha2"
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 JOB_BACKOFF_SECONDS = 10.0  # the Job controller's pod-failure back-off base
 
 
 class JobSetError(Exception):
     """kubectl-like failure (AlreadyExists, NotFound, invalid object)."""
-
-
-def essential_problems(obj: Any) -> list[str]:
-    """The checks the runner needs to run a JobSet at all (subset of the API server's)."""
-    problems: list[str] = []
-    if not isinstance(obj, dict):
-        return ["manifest is not an object"]
-    if obj.get("apiVersion") != API_VERSION:
-        problems.append(f"apiVersion: expected {API_VERSION!r}, got {obj.get('apiVersion')!r}")
-    if obj.get("kind") != "JobSet":
-        problems.append(f"kind: expected 'JobSet', got {obj.get('kind')!r}")
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if name is None and meta.get("generateName"):
-        name = meta["generateName"] + "xxxxx"
-    if not isinstance(name, str) or not name:
-        problems.append("metadata.name: required")
-    elif len(name) > 63 or not _DNS1123.match(name):
-        problems.append(f"metadata.name: {name!r} must be a DNS-1123 label of at most 63 characters")
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return problems + ["spec: required"]
-    rjobs = spec.get("replicatedJobs")
-    if not isinstance(rjobs, list) or not rjobs:
-        return problems + ["spec.replicatedJobs: at least one replicatedJob is required"]
-    seen = set()
-    for i, rj in enumerate(rjobs):
-        where = f"spec.replicatedJobs[{i}]"
-        if not isinstance(rj, dict):
-            problems.append(f"{where}: must be an object")
-            continue
-        rname = rj.get("name")
-        if not isinstance(rname, str) or not rname:
-            problems.append(f"{where}.name: required")
-        elif rname in seen:
-            problems.append(f"{where}.name: duplicate {rname!r}")
-        seen.add(rname)
-        replicas = rj.get("replicas", 1)
-        if not isinstance(replicas, int) or isinstance(replicas, bool):
-            problems.append(f"{where}.replicas: {replicas!r} is not of type 'integer'")
-        elif replicas < 0:
-            problems.append(f"{where}.replicas: must be >= 0")
-        elif isinstance(name, str) and isinstance(rname, str):
-            job = f"{name}-{rname}-{max(replicas - 1, 0)}"
-            if len(job) > 63 or not _DNS1035.match(job):
-                problems.append(f"{where}: child Job name {job!r} must be a DNS-1035 label <= 63 chars")
-        pod_spec = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
-        if not isinstance(pod_spec, dict) or not pod_spec.get("containers"):
-            problems.append(f"{where}.template.spec.template.spec.containers: required")
-    sp = spec.get("successPolicy") or {}
-    for t in sp.get("targetReplicatedJobs") or []:
-        if t not in seen:
-            problems.append(f"spec.successPolicy.targetReplicatedJobs: unknown replicatedJob {t!r}")
-    if sp.get("operator") not in (None, "All", "Any"):
-        problems.append(f"spec.successPolicy.operator: {sp.get('operator')!r} must be All or Any")
-    return problems
-
-
-def validate(obj: dict, on_event: ev.EventCallback | None = None) -> list[str]:
-    """Essentials, plus ``mfargo.validation`` (the project's CRD checker) when present."""
-    problems = essential_problems(obj)
-    if problems:
-        return problems
-    try:
-        from mfargo.validation import validate_documents  # type: ignore
-    except ImportError:
-        return problems
-    try:
-        return list(validate_documents([obj]))
-    except Exception as e:  # a broken validator must not break runs
-        if on_event:
-            on_event(ev.Event(ev.WARNING, message=f"mfargo.validation failed ({e!r}); used essential checks"))
-        return problems
 
 
 @dataclass
@@ -137,10 +59,41 @@ class _RJob:
 
 
 class _JobFailed(Exception):
-    def __init__(self, reason: str, message: str):
+    """A Job's Failed condition (reason, message) and the pod that made it fail."""
+
+    def __init__(self, reason: str, message: str, pod: job_policy.PodOutcome | None = None):
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.pod = pod
+
+
+@dataclass
+class _Failure:
+    """The first failed Job of a gang generation (what the JobSet controller acts on)."""
+
+    rjob: str
+    job: str
+    reason: str
+    message: str
+    pod: job_policy.PodOutcome | None
+
+
+# The JobSet controller's Failed-condition reasons and messages (pkg/constants).
+_ACTION_MESSAGES = {
+    "FailJobSet": "applying FailJobSet failure policy action",
+    "RestartJobSet": "applying RestartJobSet failure policy action",
+    "RestartJobSetAndIgnoreMaxRestarts": "applying RestartJobSetAndIgnoreMaxRestarts failure policy action",
+}
+
+
+def _failed_condition(fp: dict | None, action: str) -> tuple[str, str]:
+    """(reason, message) of the Failed condition, before '(first failed job: ...)'."""
+    if not fp:
+        return "FailedJobs", "jobset failed due to one or more job failures"
+    if action == "FailJobSet":
+        return "FailJobSetFailurePolicyAction", _ACTION_MESSAGES[action]
+    return "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"
 
 
 class JobSet:
@@ -154,6 +107,7 @@ class JobSet:
         self.settled = False  # nothing will change any more (terminal, or stuck)
         self.task: asyncio.Task | None = None
         self.pod_names: list[str] = []
+        self.first_failure: _Failure | None = None  # set when the JobSet failed
 
     @property
     def name(self) -> str:
@@ -195,28 +149,30 @@ class JobSet:
                 if outcome is None:
                     self._finish("Completed", "AllJobsCompleted", "jobset completed successfully")
                     return
-                rjob, reason, message = outcome
-                action = self._failure_action(fp, rjob, reason)
+                failure: _Failure = outcome
+                action = self._failure_action(fp, failure.rjob, failure.reason)
                 counted = int(self.status["restartsCountTowardsMax"])
+                self._emit(f"Job {failure.job} failed ({failure.reason}): {failure.message}")
                 if action == "RestartJobSetAndIgnoreMaxRestarts" or (
                         action == "RestartJobSet" and counted < max_restarts):
                     self.status["restarts"] = int(self.status["restarts"]) + 1
                     if action == "RestartJobSet":
                         self.status["restartsCountTowardsMax"] = counted + 1
-                    self._emit(f"restarting the gang after {message} "
-                               f"(restart {self.status['restarts']}, maxRestarts {max_restarts})")
+                    self._emit(f"{_ACTION_MESSAGES[action]} (first failed job: {failure.job}): restarting the "
+                               f"gang (restart {self.status['restarts']}, maxRestarts {max_restarts})")
                     self.bump()
                     continue
-                why = ("reached max number of restarts" if action == "RestartJobSet" and fp
-                       else f"failurePolicy action {action}" if fp else "a Job failed and there is no failurePolicy")
-                self._finish("Failed", "FailedJobs" if not fp else "ReachedMaxRestarts",
-                             f"jobset failed: {message}; {why}")
+                # The JobSet controller's Failed condition: reason and message name the first failed Job.
+                reason, message = _failed_condition(fp, action)
+                self.first_failure = failure
+                self._finish("Failed", reason, f"{message} (first failed job: {failure.job})")
                 return
         finally:
             self.settled = True
             self.bump()
 
     def _failure_action(self, fp: dict | None, rjob: str, reason: str) -> str:
+        """The first rule matching the failed Job's reason and replicated job; else RestartJobSet."""
         if not fp:
             return "FailJobSet"
         for rule in fp.get("rules") or []:
@@ -309,7 +265,7 @@ class JobSet:
                         raise exc
                     r.failed += 1
                     self._publish(rjobs)
-                    return r.name, exc.reason, f"Job {self.name}-{r.name}-{j} failed: {exc.message}"
+                    return _Failure(r.name, f"{self.name}-{r.name}-{j}", exc.reason, exc.message, exc.pod)
         finally:
             for t in tasks:
                 t.cancel()
@@ -329,6 +285,7 @@ class JobSet:
         bl = job_spec.get("backoffLimit")
         backoff_limit = 6 if bl is None else int(bl)
         deadline = job_spec.get("activeDeadlineSeconds")
+        policy = job_spec.get("podFailurePolicy")
         job_name = f"{self.name}-{r.name}-{j}"
         sem = asyncio.Semaphore(max(parallelism, 1))
         failures = 0
@@ -338,13 +295,19 @@ class JobSet:
             nonlocal failures
             while True:
                 async with sem:
-                    ok, msg = await self._run_pod(r, j, g, idx, restart, total, job_name, on_start)
-                if ok:
+                    pod = await self._run_pod(r, j, g, idx, restart, total, job_name, on_start)
+                if pod.phase == "Succeeded":
                     return
+                act, why = job_policy.action(policy, pod)
+                if why:
+                    self._emit(f"Job {job_name}: {why}")
+                if act in ("FailJob", "FailIndex"):
+                    raise _JobFailed("PodFailurePolicy", why, pod)
+                if act == "Ignore":
+                    continue
                 failures += 1
                 if failures > backoff_limit:
-                    raise _JobFailed("BackoffLimitExceeded",
-                                     f"Job has reached the specified backoff limit ({msg})")
+                    raise _JobFailed("BackoffLimitExceeded", "Job has reached the specified backoff limit", pod)
                 await asyncio.sleep(JOB_BACKOFF_SECONDS * 2 ** (failures - 1) * self.controller.backoff_scale)
 
         def on_start() -> None:
@@ -377,70 +340,44 @@ class JobSet:
             await all_indexes()
 
     async def _run_pod(self, r: _RJob, j: int, g: int, idx: int, restart: int, total: int,
-                       job_name: str, on_start) -> tuple[bool, str]:
-        spec = self.obj["spec"]
-        meta = self.obj["metadata"]
-        ns = meta.get("namespace") or self.controller.namespace
+                       job_name: str, on_start) -> job_policy.PodOutcome:
         pod_tmpl = ((r.spec.get("template") or {}).get("spec") or {}).get("template") or {}
         pmeta = pod_tmpl.get("metadata") or {}
-        pspec = pod_tmpl.get("spec") or {}
-        network = spec.get("network") or {}
-        dns = network.get("enableDNSHostnames", True) is not False
-        subdomain = network.get("subdomain") or self.name
-        js_keys = {
-            "jobset.sigs.k8s.io/jobset-name": self.name,
-            "jobset.sigs.k8s.io/jobset-uid": meta.get("uid", ""),
-            "jobset.sigs.k8s.io/replicatedjob-name": r.name,
-            "jobset.sigs.k8s.io/replicatedjob-replicas": str(r.replicas),
-            "jobset.sigs.k8s.io/job-index": str(j),
-            "jobset.sigs.k8s.io/job-global-index": str(g),
-            "jobset.sigs.k8s.io/global-replicas": str(total),
-            "jobset.sigs.k8s.io/restart-attempt": str(restart),
-            "jobset.sigs.k8s.io/job-key": hashlib.sha256(f"{ns}/{job_name}".encode()).hexdigest(),
-            "batch.kubernetes.io/job-completion-index": str(idx),
-        }
-        coord = spec.get("coordinator")
-        if coord:
-            js_keys["jobset.sigs.k8s.io/coordinator"] = (
-                f"{self.name}-{coord.get('replicatedJob')}-{coord.get('jobIndex', 0)}-"
-                f"{coord.get('podIndex', 0)}.{subdomain}")
-        labels = {**(pmeta.get("labels") or {}), **js_keys,
-                  "batch.kubernetes.io/job-name": job_name, "job-name": job_name}
-        annotations = {**(pmeta.get("annotations") or {}), **js_keys}
-        labels = {k: str(v) for k, v in labels.items()}
-        annotations = {k: str(v) for k, v in annotations.items()}
-        hostname = f"{job_name}-{idx}"
-        pod = PodSpec(
-            name=f"{job_name}-{idx}-{random_suffix()}",
-            namespace=ns,
-            uid=str(uuid.uuid4()),
-            containers=list(pspec.get("containers") or []),
-            init_containers=list(pspec.get("initContainers") or []),
-            volumes=list(pspec.get("volumes") or []),
-            hostname=pspec.get("hostname") or (hostname if dns else ""),
-            subdomain=(pspec.get("subdomain") or subdomain) if dns else "",
-            labels=labels,
-            annotations=annotations,
-            service_account=pspec.get("serviceAccountName") or "default",
-            active_deadline=(float(pspec["activeDeadlineSeconds"])
-                             if pspec.get("activeDeadlineSeconds") is not None else None),
-            termination_grace=pspec.get("terminationGracePeriodSeconds"),
-            extra_env={"JOB_COMPLETION_INDEX": str(idx)},
-            display=f"{self.name}/{r.name}-{j}",
-        )
+        pod = jobset_pod.build(self.obj, self.controller.namespace, r.name, r.replicas, j, g, idx, restart, total)
         self.pod_names.append(pod.name)
         self._emit(f"pod {pod.name} started (job {job_name}, restart-attempt {restart})")
         on_start()
+        container = (pod.containers[0].get("name") or "") if pod.containers else ""
         try:
-            res = await self.controller.pods.run(pod)
+            fault = job_policy.faults(pmeta.get("annotations") or {}).get((r.name, j, restart))
+        except ValueError as e:
+            self.controller.on_event(ev.Event(ev.WARNING, node=self.name, message=f"{e}: no fault played"))
+            fault = None
+        try:
+            outcome = await self._run_pod_process(pod, container, fault)
         except PodError as e:  # the pod cannot even be created: it counts as a failed pod
             self._emit(f"pod {pod.name} failed: {e}")
-            return False, f"pod {pod.name}: {e}"
-        if res.phase == "Succeeded":
+            return job_policy.PodOutcome(pod.name, pod.namespace, container, "Failed", None, "Error", str(e))
+        if outcome.phase == "Succeeded":
             self._emit(f"pod {pod.name} succeeded")
-            return True, ""
-        self._emit(f"pod {pod.name} failed: {res.message}" + (f" ({res.reason})" if res.reason != "Error" else ""))
-        return False, f"pod {pod.name}: {res.message}"
+        else:
+            self._emit(f"pod {pod.name} failed: {outcome.message}"
+                       + (f" ({outcome.reason})" if outcome.reason != "Error" else ""))
+        return outcome
+
+    async def _run_pod_process(self, pod: PodSpec, container: str, fault: job_policy.Fault | None):
+        """Run the pod; a fault, if the pod is still running after its delay, ends it as the kubelet would."""
+        run = asyncio.ensure_future(self.controller.pods.run(pod))
+        if fault is not None:
+            done, _ = await asyncio.wait({run}, timeout=fault.delay)
+            if not done:
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+                self._emit(f"pod {pod.name}: the runner plays a {fault.kind}")
+                return fault.outcome(pod.name, pod.namespace, container)
+        res = await run
+        return job_policy.PodOutcome(pod.name, pod.namespace, container, res.phase, res.exit_code,
+                                     res.reason, res.message)
 
 
 class JobSetController:

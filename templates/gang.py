@@ -15,6 +15,8 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
 
+from metaflow_extensions.mfargo.plugins import gang_attempt
+
 from . import common, expr
 
 # What the splitter's pod writes (pod_contract's file names) and its template outputs.
@@ -56,6 +58,12 @@ def pod_input_path(gang: ir.Gang, ctx: str) -> sh.Line:
 def pod_task_id() -> sh.Token:
     """A gang pod's task id, from its role and job index (JobSet env) and E."""
     return naming.gang_task_id_shell(ENTROPY)
+
+
+def attempt_counter(flow_name: str, step: str) -> sh.Line:
+    """The command a gang pod runs to learn its next Metaflow attempt (with JobSet restarts)."""
+    return (sh.Raw("python -m"), sh.Lit(gang_attempt.__name__), sh.Lit(flow_name), sh.Lit(expr.RUN_ID),
+            sh.Lit(step), pod_task_id())
 
 
 def join_input_paths(gang: ir.Gang) -> list[sh.Line]:

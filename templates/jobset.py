@@ -21,7 +21,7 @@ from .hera_models import models as m
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, JobSetKey, Label, UbfContext
 
-from . import common, emit, expr, gang, pod_command, wiring
+from . import common, emit, expr, gang, gang_policy, pod_command, wiring
 
 SUCCESS = "status.terminalState == Completed"
 FAILURE = "status.terminalState == Failed"
@@ -70,6 +70,7 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
         jobset_annotations = {**annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}
     shared_env = _shared_env(step, wf, name)
     container, pod_spec = _pod(step, wf, name)
+    pod_failure = gang_policy.pod_failure_policy(placement, container["name"])
     # No metadata.namespace: the JobSet lives in the Workflow's namespace, as its owner must.
     return {
         "apiVersion": JobSetKey.API_VERSION,
@@ -80,11 +81,12 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
             "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
             "successPolicy": {"operator": "All"},
             # A restart re-runs the whole gang; pods see it as Metaflow's next attempt.
-            "failurePolicy": {"maxRestarts": placement.max_restarts},
+            "failurePolicy": gang_policy.failure_policy(placement),
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
-                _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, pod_spec, container, shared_env + _role_env(True)),
-                _job(JobSetKey.WORKER_JOB, gang.WORKER_REPLICAS, pod_metadata, pod_spec, container,
+                _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, pod_spec, pod_failure, container,
+                     shared_env + _role_env(True)),
+                _job(JobSetKey.WORKER_JOB, gang.WORKER_REPLICAS, pod_metadata, pod_spec, pod_failure, container,
                      shared_env + _role_env(False)),
             ],
         },
@@ -160,7 +162,7 @@ def _pod(step: ir.Step, wf: ir.Workflow, jobset: str) -> tuple[dict, dict]:
     return container, pod_spec
 
 
-def _job(name, replicas, pod_metadata, pod_spec, container, env) -> dict:
+def _job(name, replicas, pod_metadata, pod_spec, pod_failure, container, env) -> dict:
     shared = {k: v for k, v in container.items() if k != "extra_env"}
     this_container = {**shared, "env": container["extra_env"] + env}
     return {
@@ -168,7 +170,9 @@ def _job(name, replicas, pod_metadata, pod_spec, container, env) -> dict:
         "replicas": replicas,
         "template": {
             "spec": {
+                # One counted pod failure fails the Job; podFailurePolicy says which count.
                 "backoffLimit": 0,
+                "podFailurePolicy": pod_failure,
                 "completions": 1,
                 "parallelism": 1,
                 "template": {"metadata": pod_metadata, "spec": {**pod_spec, "containers": [this_container]}},

@@ -32,9 +32,11 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """Every gang pod, control or worker: its role comes from the JobSet env contract."""
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
     lines.append(gang.pod_input_path(step.gang, CTX))
-    setup, attempt = sh.gang_attempt(common.attempt_tag(step.retry), step.gang.placement.max_restarts)
+    counter = gang.attempt_counter(wf.flow_name, step.name)
+    setup, attempt, max_retries = sh.gang_attempt(
+        common.attempt_tag(step.retry), step.gang.placement.max_restarts, step.retry.user_retries, counter)
     call = _call(step, wf, gang.pod_task_id(), split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
-                 num_parallel=gang.NUM_PARALLEL, retry_count=attempt)
+                 num_parallel=gang.NUM_PARALLEL, retry_count=attempt, max_retries=max_retries)
     lines += setup
     lines += task_log_setup(call, wf)
     lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
@@ -47,8 +49,8 @@ def task_log_setup(call: sh.StepCall, wf: ir.Workflow) -> list[sh.Line]:
     return sh.task_log_setup(wf.datastore, prefix, call.task_id, call.retry_count)
 
 
-def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retry_count=None) -> sh.StepCall:
-    restarts = step.gang.placement.max_restarts if step.gang else 0
+def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retry_count=None,
+          max_retries=None) -> sh.StepCall:
     if retry_count is None and common.attempt_tag(step.retry):
         retry_count = sh.Lit(common.attempt_tag(step.retry))
     return sh.StepCall(
@@ -59,7 +61,7 @@ def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retr
         run_id=wiring.RUN_ID,
         task_id=task_id,
         retry_count=retry_count,
-        max_user_code_retries=(step.retry.user_retries + 1) * (restarts + 1) - 1,
+        max_user_code_retries=step.retry.user_retries if max_retries is None else max_retries,
         step_args=wf.step_args,
         split_index=split_index,
         ubf_context=ubf,

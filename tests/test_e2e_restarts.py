@@ -1,24 +1,30 @@
-"""E2E: @jobset(max_restarts=...) — JobSet restarts the whole gang after a pod fails,
-and Metaflow sees the restart as the task's next attempt."""
+"""E2E: which gang failures restart the gang inside its JobSet (@jobset max_restarts /
+retry_on) and which fail it at once so Argo's @retry takes over. Each JobSet restart and
+each Argo retry is Metaflow's next attempt."""
+
+import re
 
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-RESTARTING_GANG = """
-import os
-from metaflow import FlowSpec, step, parallel, current, jobset
+PREEMPTED_GANG = """
+import os, time
+from metaflow import FlowSpec, step, parallel, current, jobset, kubernetes, retry
 
-class RestartFlow(FlowSpec):
+class PreemptFlow(FlowSpec):
     @step
     def start(self):
         self.next(self.train, num_parallel=2)
 
+    # The runner plays a preemption of worker 0 in the gang's first generation.
+    @kubernetes(annotations={"mfargo.runner/faults": "worker-0@0=preempt:10"})
     @jobset(max_restarts=1)
+    @retry(times=1)
     @parallel
     @step
     def train(self):
         self.attempt = current.retry_count
-        if current.parallel.node_index == 1 and os.environ["JOBSET_RESTART_ATTEMPT"] == "0":
-            raise SystemExit("worker fails on the gang's first try")
+        if os.environ["JOBSET_RESTART_ATTEMPT"] == "0":
+            time.sleep(120)  # still running when the preemption comes
         self.next(self.join)
 
     @step
@@ -31,20 +37,85 @@ class RestartFlow(FlowSpec):
         pass
 
 if __name__ == "__main__":
-    RestartFlow()
+    PreemptFlow()
 """
 
 
-def test_gang_restart_is_the_next_metaflow_attempt(mf_env, tmp_path):
-    c = compile_flow(tmp_path, mf_env, RESTARTING_GANG)
-    result, rec = c.run()
+def test_preempted_rank_restarts_the_gang_without_using_a_retry(mf_env, tmp_path):
+    c = compile_flow(tmp_path, mf_env, PREEMPTED_GANG)
+    result, rec = c.run(timeout=240)
     assert result.status == "Succeeded", tail(result, rec)
-    [js] = result.jobsets.values()
+    [(name, js)] = result.jobsets.items()  # one JobSet: Argo never retried the step
+    assert re.fullmatch(r"js-\w{10}-0", name), name
     assert js["status"]["terminalState"] == "Completed"
+    assert js["status"]["restarts"] == 1 and js["status"]["restartsCountTowardsMax"] == 1
+    text = "\n".join(rec.lines())
+    assert "the runner plays a preempt" in text
+    assert "has condition DisruptionTarget matching Count rule at index 0" in text
     got = c.client("""
         run = Run(sys.argv[1])
         print(json.dumps({"attempts": run["join"].task.data.attempts,
                           "tasks": {t.id: t.current_attempt for t in run["train"]}}))
-    """, "RestartFlow/" + result.run_id)
-    assert got["attempts"] == [1, 1]  # both ranks re-ran as attempt 1
+    """, "PreemptFlow/" + result.run_id)
+    # Each rank's restart is its next attempt (1, or 0 when the preemption came before its
+    # task had started); the join read every rank's latest attempt.
+    assert got["attempts"] == sorted(got["tasks"].values()), got
+    assert set(got["attempts"]) <= {0, 1}, got
+
+
+FAILING_USER_CODE = """
+from metaflow import FlowSpec, step, parallel, current, jobset, retry
+
+class UserBugFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @jobset(max_restarts=2)
+    @retry(times=1, minutes_between_retries=0)
+    @parallel
+    @step
+    def train(self):
+        self.attempt = current.retry_count
+        if current.parallel.node_index == 1 and current.retry_count == 0:
+            raise ValueError("a bug on the first try")
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.attempts = sorted(i.attempt for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    UserBugFlow()
+"""
+
+
+def test_user_code_failure_fails_the_jobset_at_once_and_argo_retries(mf_env, tmp_path):
+    c = compile_flow(tmp_path, mf_env, FAILING_USER_CODE)
+    result, rec = c.run(timeout=240)
+    assert result.status == "Succeeded", tail(result, rec)
+    by_attempt = {int(n.rsplit("-", 1)[1]): js for n, js in result.jobsets.items()}
+    assert sorted(by_attempt) == [0, 1]  # Argo retried the step: a second JobSet
+    first, second = by_attempt[0]["status"], by_attempt[1]["status"]
+    assert first["terminalState"] == "Failed" and first["restarts"] == 0  # no JobSet restart
+    [failed] = [cond for cond in first["conditions"] if cond["type"] == "Failed"]
+    assert failed["reason"] == "FailJobSetFailurePolicyAction"
+    assert re.fullmatch(r"applying FailJobSet failure policy action \(first failed job: js-\w{10}-0-worker-0\)",
+                        failed["message"]), failed
+    assert second["terminalState"] == "Completed" and second["restarts"] == 0
+    text = "\n".join(rec.lines())
+    assert re.search(r"Container train for pod \S+/js-\w{10}-0-worker-0-0-\w+ failed with exit code 1 "
+                     r"matching FailJob rule at index 1", text), text[-3000:]
+    got = c.client("""
+        run = Run(sys.argv[1])
+        print(json.dumps({"attempts": run["join"].task.data.attempts,
+                          "tasks": {t.id: t.current_attempt for t in run["train"]}}))
+    """, "UserBugFlow/" + result.run_id)
+    # Attempts stay contiguous (Metaflow reads them so): Argo's retry is attempt 1.
+    assert got["attempts"] == [1, 1], got
     assert sorted(got["tasks"].values()) == [1, 1]

@@ -18,6 +18,8 @@ import yaml
 from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, templates
 
 FAKE_PYTHON = """#!/bin/bash
+# The gang's attempt counter (python -m ...gang_attempt) answers $NEXT_ATTEMPT.
+if [ "$1" = -m ]; then printf '%s\\n' "$*" > "$RECORD_DIR/counter"; echo "${NEXT_ATTEMPT:-0}"; exit 0; fi
 # Records the Metaflow command line and the input paths it would read.
 printf '%s\\n' "$@" > "$RECORD_DIR/argv.$$"
 for ((i = 1; i <= $#; i++)); do
@@ -261,17 +263,21 @@ def test_jobset_decorator_places_and_restarts_the_gang(tmp_path):
     js = yaml.safe_load(manifest.replace("{{", "<").replace("}}", ">"))
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
-    assert js["spec"]["failurePolicy"] == {"maxRestarts": 2}
-    # Argo retry r, gang restart k: Metaflow attempt r * 3 + k.
+    assert js["spec"]["failurePolicy"]["maxRestarts"] == 2
+    # With restarts, the attempt is counted in the datastore (contiguous); the last user
+    # retry (Argo retry >= 1 here) gives the user's code its last chance in every pod.
     container = yaml.safe_load(re.sub(r"replicas: \{\{[^}]+\}\}", "replicas: 0", manifest))["spec"]["replicatedJobs"][0]
     command = container["template"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    for retries, restart, attempt in [("0", "0", 0), ("0", "2", 2), ("1", "1", 4)]:
+    for retries, next_attempt, max_retries in [("0", "0", "1"), ("0", "2", "3"), ("1", "1", "1"), ("2", "4", "4")]:
         values = dict(VALUES, **{"inputs.parameters.num-parallel": "2", "retries": retries})
         env = {"TASK_ID_PREFIX": "control", "TASK_ID_SUFFIX": "0", "MF_CONTROL_INDEX": "0",
-               "UBF_CONTEXT": "ubf_control", "JOBSET_RESTART_ATTEMPT": restart}
+               "UBF_CONTEXT": "ubf_control", "NEXT_ATTEMPT": next_attempt}
         [call] = run_pod(tmp_path, command, values, env=env)
-        assert opt(call["argv"], "--retry-count") == str(attempt)
-        assert opt(call["argv"], "--max-user-code-retries") == "5"  # (1 + 1) * (2 + 1) - 1
+        assert opt(call["argv"], "--retry-count") == next_attempt
+        assert opt(call["argv"], "--max-user-code-retries") == max_retries
+        counter = (tmp_path / "record" / "counter").read_text().split()
+        assert counter == ["-m", "metaflow_extensions.mfargo.plugins.gang_attempt", "G",
+                           "argo-" + values["workflow.name"], "train", "control-%s-0" % values["inputs.parameters.task-id-entropy"]]
 
 
 def test_jobset_decorator_needs_parallel(tmp_path):

@@ -10,7 +10,12 @@
 * ``exclusive_topology``: a node label key; JobSet places each job on its own domain
   of that topology (annotation ``alpha.jobset.sigs.k8s.io/exclusive-topology``).
 * ``max_restarts``: JobSet restarts the whole gang up to this many times when a pod
-  fails (``failurePolicy.maxRestarts``); each restart is a new Metaflow attempt.
+  fails for a reason ``retry_on`` lists (``failurePolicy.maxRestarts``); each restart is
+  a new Metaflow attempt.
+* ``retry_on``: which pod failures restart the gang: ``disruption`` (preemption,
+  eviction, node drain), ``killed`` (exit 137), ``terminated`` (exit 143), ``error``
+  (any other non-zero exit: the user's code). Default: all but ``error``, so a bug fails
+  the JobSet at once and Argo's ``@retry`` takes over.
 
 Read at compile time by mfargo; in pods it does nothing.
 """
@@ -18,10 +23,12 @@ Read at compile time by mfargo; in pods it does nothing.
 from metaflow.decorators import StepDecorator
 from metaflow.exception import MetaflowException
 
+from . import pod_contract as contract
+
 
 class JobSetDecorator(StepDecorator):
     name = "jobset"
-    defaults = {"queue": None, "exclusive_topology": None, "max_restarts": 0}
+    defaults = {"queue": None, "exclusive_topology": None, "max_restarts": 0, "retry_on": None}
 
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         if not any(getattr(d, "IS_PARALLEL", False) for d in decorators):
@@ -32,3 +39,17 @@ class JobSetDecorator(StepDecorator):
             restarts = -1
         if restarts < 0:
             raise MetaflowException("@jobset(max_restarts=...) must be a whole number >= 0 (step *%s*)" % step_name)
+        retry_on(self.attributes["retry_on"], step_name)
+
+
+def retry_on(value, step_name):
+    """The retry_on categories as a tuple (the default when unset); one-line error otherwise."""
+    if value is None:
+        return contract.RETRY_ON_DEFAULT
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or any(i not in contract.RETRY_ON_CHOICES for i in items):
+        raise MetaflowException(
+            "@jobset(retry_on=...) takes a list of %s, not %r (step *%s*)"
+            % (", ".join(contract.RETRY_ON_CHOICES), value, step_name)
+        )
+    return tuple(c for c in contract.RETRY_ON_CHOICES if c in items)

@@ -1,4 +1,4 @@
-"""What the compiler and the in-pod decorator must agree on, written once.
+"""What the compiler and the in-pod decorators must agree on, written once.
 
 The compiler (``mfargo.compiler``) emits YAML whose templates read files a pod writes
 and whose pods run with task ids the join rebuilds; ``pod_hooks`` writes those files
@@ -49,3 +49,14 @@ def entropy_of(control_id):
     if not (control_id.startswith(prefix) and control_id.endswith(suffix)):
         raise ValueError("%r is not a control task id" % control_id)
     return control_id[len(prefix) : -len(suffix)]
+
+
+# @jobset(retry_on=[...]): which pod failures restart the whole gang inside its JobSet
+# (each restart is the next Metaflow attempt); any other failure fails the JobSet at once
+# so Argo's @retry decides.
+RETRY_ON_DISRUPTION = "disruption"  # pod condition DisruptionTarget: preemption, eviction, drain
+RETRY_ON_KILLED = "killed"  # exit 137 (SIGKILL from outside: node OOM killer, kubelet)
+RETRY_ON_TERMINATED = "terminated"  # exit 143 (SIGTERM from outside)
+RETRY_ON_ERROR = "error"  # any other non-zero exit: the user's code failed
+RETRY_ON_CHOICES = (RETRY_ON_DISRUPTION, RETRY_ON_KILLED, RETRY_ON_TERMINATED, RETRY_ON_ERROR)
+RETRY_ON_DEFAULT = (RETRY_ON_DISRUPTION, RETRY_ON_KILLED, RETRY_ON_TERMINATED)

@@ -1,0 +1,89 @@
+"""What the API server and the JobSet webhook check before the runner plays a JobSet.
+
+The essentials the runner needs to run one at all, plus ``mfargo.validation`` (the
+project's CRD checker) when it is importable.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from . import events as ev
+
+GROUP = "jobset.x-k8s.io"
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def essential_problems(obj: Any) -> list[str]:
+    """The checks the runner needs to run a JobSet at all (subset of the API server's)."""
+    problems: list[str] = []
+    if not isinstance(obj, dict):
+        return ["manifest is not an object"]
+    if obj.get("apiVersion") != API_VERSION:
+        problems.append(f"apiVersion: expected {API_VERSION!r}, got {obj.get('apiVersion')!r}")
+    if obj.get("kind") != "JobSet":
+        problems.append(f"kind: expected 'JobSet', got {obj.get('kind')!r}")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if name is None and meta.get("generateName"):
+        name = meta["generateName"] + "xxxxx"
+    if not isinstance(name, str) or not name:
+        problems.append("metadata.name: required")
+    elif len(name) > 63 or not _DNS1123.match(name):
+        problems.append(f"metadata.name: {name!r} must be a DNS-1123 label of at most 63 characters")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return problems + ["spec: required"]
+    rjobs = spec.get("replicatedJobs")
+    if not isinstance(rjobs, list) or not rjobs:
+        return problems + ["spec.replicatedJobs: at least one replicatedJob is required"]
+    seen = set()
+    for i, rj in enumerate(rjobs):
+        where = f"spec.replicatedJobs[{i}]"
+        if not isinstance(rj, dict):
+            problems.append(f"{where}: must be an object")
+            continue
+        rname = rj.get("name")
+        if not isinstance(rname, str) or not rname:
+            problems.append(f"{where}.name: required")
+        elif rname in seen:
+            problems.append(f"{where}.name: duplicate {rname!r}")
+        seen.add(rname)
+        replicas = rj.get("replicas", 1)
+        if not isinstance(replicas, int) or isinstance(replicas, bool):
+            problems.append(f"{where}.replicas: {replicas!r} is not of type 'integer'")
+        elif replicas < 0:
+            problems.append(f"{where}.replicas: must be >= 0")
+        elif isinstance(name, str) and isinstance(rname, str):
+            job = f"{name}-{rname}-{max(replicas - 1, 0)}"
+            if len(job) > 63 or not _DNS1035.match(job):
+                problems.append(f"{where}: child Job name {job!r} must be a DNS-1035 label <= 63 chars")
+        pod_spec = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
+        if not isinstance(pod_spec, dict) or not pod_spec.get("containers"):
+            problems.append(f"{where}.template.spec.template.spec.containers: required")
+    sp = spec.get("successPolicy") or {}
+    for t in sp.get("targetReplicatedJobs") or []:
+        if t not in seen:
+            problems.append(f"spec.successPolicy.targetReplicatedJobs: unknown replicatedJob {t!r}")
+    if sp.get("operator") not in (None, "All", "Any"):
+        problems.append(f"spec.successPolicy.operator: {sp.get('operator')!r} must be All or Any")
+    return problems
+
+
+def validate(obj: dict, on_event: ev.EventCallback | None = None) -> list[str]:
+    """Essentials, plus ``mfargo.validation`` (the project's CRD checker) when present."""
+    problems = essential_problems(obj)
+    if problems:
+        return problems
+    try:
+        from mfargo.validation import validate_documents  # type: ignore
+    except ImportError:
+        return problems
+    try:
+        return list(validate_documents([obj]))
+    except Exception as e:  # a broken validator must not break runs
+        if on_event:
+            on_event(ev.Event(ev.WARNING, message=f"mfargo.validation failed ({e!r}); used essential checks"))
+        return problems
