@@ -18,8 +18,14 @@ import yaml
 from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, templates
 
 FAKE_PYTHON = """#!/bin/bash
-# The gang's attempt counter (python -m ...gang_attempt) answers $NEXT_ATTEMPT.
-if [ "$1" = -m ]; then printf '%s\\n' "$*" > "$RECORD_DIR/counter"; echo "${NEXT_ATTEMPT:-0}"; exit 0; fi
+# The gang's attempt counter (python -m ...gang_attempt) answers $NEXT_ATTEMPT; the task-log
+# wrapper (python -m ...task_logs python flow.py ...) is looked through.
+if [ "$1" = -m ]; then
+  case "$2" in
+    *.gang_attempt) printf '%s\\n' "$*" > "$RECORD_DIR/counter"; echo "${NEXT_ATTEMPT:-0}"; exit 0;;
+    *.task_logs) shift 3;;
+  esac
+fi
 # Records the Metaflow command line and the input paths it would read.
 printf '%s\\n' "$@" > "$RECORD_DIR/argv.$$"
 for ((i = 1; i <= $#; i++)); do
@@ -48,7 +54,8 @@ def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dic
     fake = bindir / "python"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
-    script_text = substitute(command[2], values).replace("cd /app\n", "")
+    # What Argo (tags) and then the kubelet ($$ -> $, Kubernetes' own escaping) do to the command.
+    script_text = substitute(command[2], values).replace("cd /app\n", "").replace("$$", "$")
     full_env = {**(env or {}), "PATH": "%s:%s" % (bindir, os.environ["PATH"]), "RECORD_DIR": str(record)}
     subprocess.run(["bash", "-c", script_text], env=full_env, check=True, timeout=30)
     calls = []
