@@ -139,14 +139,30 @@ def id_list_lines(first: Token | None, prefix: str, count: str, offset: int = 0)
     ]
 
 
-def branch_lines(candidates: list[tuple[str, str]]) -> list[Line]:
-    """ids=<path of each parent whose Argo status is Succeeded> (switch merges)."""
+def branch_lines(candidates: list[tuple[str, list[str], str]]) -> list[Line]:
+    """ids=<path of each parent that arrived> (switch merges): its Argo status is Succeeded
+    and none of its rivals' is (a switch whose rival ran chose another step)."""
     lines: list[Line] = [(Raw("ids="),)]
-    for status, path in candidates:
-        lines.append(
-            (Raw("["), Lit(status), Raw("!= Succeeded ] ||"), Cat((Raw("ids+=${ids:+,}"), Lit(path))))
-        )
+    for status, rivals, path in candidates:
+        line: list[Token] = [Raw("["), Lit(status), Raw("!= Succeeded ] ||")]
+        for rival in rivals:
+            line += [Raw("["), Lit(rival), Raw("= Succeeded ] ||")]
+        lines.append(tuple(line) + (Cat((Raw("ids+=${ids:+,}"), Lit(path))),))
     return lines
+
+
+def last_steps_lines(last_steps: str, split_task_suffix: str) -> list[Line]:
+    """ids=<step>/<step><suffix><i>,... for the JSON list of step names ``last_steps``
+    (one per split, in split order; step names are [a-z0-9_], so tr can strip the JSON)."""
+    return [
+        (Raw("ids="),),
+        (Raw("i=0"),),
+        (
+            Raw("for s in $(printf '%s'"), Lit(last_steps), Raw("| tr -d '[]\" ' | tr , ' '); do"),
+            Cat((Raw('ids+=${ids:+,}"$s/$s"'), Lit(split_task_suffix), Raw("$i"))),
+            Raw("; i=$((i + 1)); done"),
+        ),
+    ]
 
 
 def metaflow_call(call: StepCall) -> Line:

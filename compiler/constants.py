@@ -134,6 +134,7 @@ class Param:
     INPUT_PATHS: Final = "input-paths"
     STATUS_PREFIX: Final = "status-"
     LOOP_TASK_PREFIX: Final = "task-id-"  # + a recursive parent: its last iteration's task id
+    LAST_STEP: Final = "last-step"  # a foreach body's last step that ran (several possible)
 
 
 class Path:

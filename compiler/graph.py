@@ -96,16 +96,11 @@ def _scope(graph, node) -> str | None:
 
 
 def _switch_parent(graph, node) -> str | None:
-    switches = [p for p in _parents(node) if graph[p].type == "split-switch"]
-    if not switches:
-        return None
-    if len(_parents(node)) > 1:
-        raise CompileError(
-            "a step chosen by a switch cannot also have other parents (%s)"
-            % ", ".join(_parents(node)),
-            step=node.name,
-        )
-    return switches[0]
+    """The switch that is this step's only parent (its choice alone gates the step)."""
+    parents = _parents(node)
+    if len(parents) == 1 and graph[parents[0]].type == "split-switch":
+        return parents[0]
+    return None
 
 
 def _conditions(graph, order: list[str]) -> dict[str, Condition]:
@@ -142,18 +137,31 @@ def _inputs(graph, node, conditions) -> ir.InputSource:
         return ir.Gang(splitter=_parents(gang)[0], step=gang.name, join=node.name)
     foreach = _closed_foreach(graph, node)
     if foreach is not None:
-        if len(parents) != 1:
-            raise CompileError(
-                "the join of foreach *%s* has several parents (%s); a conditional step "
-                "cannot end a foreach body: add a step that merges the branches first"
-                % (foreach, ", ".join(parents)),
-                step=node.name,
-            )
-        return ir.FromForeach(splitter=foreach, body_last=parents[0])
+        return ir.FromForeach(splitter=foreach, body_last=tuple(parents))
     own = conditions[node.name]
     if any(_condition_seen_by(graph, p, node.name, conditions) != own for p in parents):
-        return ir.FromBranches(parents=tuple(parents))
+        return ir.FromBranches(parents=tuple(parents), rivals=_rivals(graph, node, parents))
     return ir.FromParents(parents=tuple(parents))
+
+
+def _rivals(graph, node, parents) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """For each switch parent, its other successors: if one of them ran, the switch did
+    not choose this step. This step waits for them, so none may come after it."""
+    out = []
+    for parent in parents:
+        if graph[parent].type != "split-switch":
+            continue
+        others = tuple(s for s in dict.fromkeys(graph[parent].out_funcs) if s not in (parent, node.name))
+        for other in others:
+            if _is_ancestor(graph, node.name, other):
+                raise CompileError(
+                    "switch *%s* can choose this step or *%s*, which comes after it; mfargo cannot "
+                    "tell which ran: add a step between *%s* and this step" % (parent, other, parent),
+                    step=node.name,
+                )
+        if others:
+            out.append((parent, others))
+    return tuple(out)
 
 
 def _condition_seen_by(graph, parent: str, child: str, conditions) -> Condition:
@@ -180,3 +188,17 @@ def _check_supported(graph, node) -> None:
             "add a step before it" % ", ".join(_parents(node)),
             step=node.name,
         )
+
+
+def _is_ancestor(graph, candidate: str, of: str) -> bool:
+    """Whether ``of`` is reachable from ``candidate`` (a switch's edge to itself aside)."""
+    seen, stack = set(), [candidate]
+    while stack:
+        name = stack.pop()
+        if name == of:
+            return True
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.extend(n for n in graph[name].out_funcs if n != name)
+    return False

@@ -40,9 +40,14 @@ class FromParents:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FromBranches:
-    """Some parents were skipped by a switch: use those that succeeded."""
+    """Some parents were skipped by a switch: use those that arrived here.
+
+    A parent arrived when it succeeded and, if it is a switch, chose this step: none of
+    its ``rivals`` (its other successors) succeeded.
+    """
 
     parents: tuple[str, ...]
+    rivals: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (switch parent, its other successors)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,10 +57,11 @@ class FromCaller:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FromForeach:
-    """A foreach join: one input per split of ``body_last``, counted by ``splitter``."""
+    """A foreach join: one input per split, from whichever of ``body_last`` ran in it
+    (several when a switch inside the body ends in different steps), counted by ``splitter``."""
 
     splitter: str
-    body_last: str
+    body_last: tuple[str, ...]
 
 
 

@@ -3,8 +3,9 @@
 Task ids must follow one rule everywhere they are written (the pod's --task-id) and
 read back (a join's input paths), so each formula lives here once:
 
-* a step's task id is ``t`` + its foreach context (``t``, ``t-3``, ``t-3-1``), plus
-  ``-r<n>`` for the n-th iteration of a recursive step;
+* a step's task id is its name + its foreach context (``train``, ``train-3``,
+  ``train-3-1``), plus ``-r<n>`` for the n-th iteration of a recursive step: unique in
+  the run (step names are unique and never contain '-'), never all digits, readable;
 * a gang's tasks are ``control-<E>-0`` and ``worker-<E>-<i>`` (Metaflow's contract),
   where E is entropy minted by the step before the gang; the formula itself lives in
   the in-pod module ``pod_contract`` (pods rebuild the ids too), its shell forms here;
@@ -31,7 +32,6 @@ VALID_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _INVALID_CHARS = re.compile(r"[^a-z0-9.-]+")
 
 RUN_ID_PREFIX = "argo-"
-TASK_ID_PREFIX = "t"
 PARAMETERS_TASK_ID = "t-params"
 PARAMETERS_STEP = "_parameters"
 JOBSET_PREFIX = "js-"
@@ -88,9 +88,9 @@ def pathspec(run: str, step: str, task: str) -> str:
     return "%s/%s/%s" % (run, step, task)
 
 
-def task_id(ctx: str, iteration: str | None = None) -> str:
-    """A step's task id from its foreach context (and recursion iteration)."""
-    base = TASK_ID_PREFIX + ctx
+def task_id(step: str, ctx: str, iteration: str | None = None) -> str:
+    """A step's task id from its name and foreach context (and recursion iteration)."""
+    base = step + ctx
     return base if iteration is None else "%s-r%s" % (base, iteration)
 
 

@@ -57,10 +57,24 @@ def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template
         tasks.append(_step_task(wf, step, ctx))
         if step.transition is ir.Transition.FOREACH:
             tasks.append(_fan_out_task(step, ctx))
-    inputs = None
+    inputs = outputs = None
     if scope is not None:
         inputs = m.Inputs(parameters=[m.Parameter(name=n) for n in (Param.CTX, Param.SPLIT_INDEX, Param.INPUT_PATHS)])
-    return m.Template(name=name, inputs=inputs, dag=m.DAGTemplate(tasks=tasks))
+        outputs = _last_step_output(wf, scope)
+    return m.Template(name=name, inputs=inputs, outputs=outputs, dag=m.DAGTemplate(tasks=tasks))
+
+
+def _last_step_output(wf: ir.Workflow, splitter: str) -> m.Outputs | None:
+    """When a foreach body can end in several steps, which one ran (for the join's paths)."""
+    for step in wf.steps.values():
+        source = step.inputs
+        if isinstance(source, ir.FromForeach) and source.splitter == splitter and len(source.body_last) > 1:
+            *first, last = source.body_last
+            value = "'%s'" % last
+            for name in reversed(first):
+                value = "tasks['%s'].status == 'Succeeded' ? '%s' : %s" % (wiring.task_name(name), name, value)
+            return m.Outputs(parameters=[m.Parameter(name=Param.LAST_STEP, value_from=m.ValueFrom(expression=value))])
+    return None
 
 
 def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
@@ -68,6 +82,8 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
     when = None
     if step.switch_parent is not None:
         when = expr.equals(expr.task_output(wiring.task_name(step.switch_parent), Param.SWITCH_STEP), step.name)
+    elif isinstance(step.inputs, ir.FromBranches) and step.inputs.rivals:
+        when = _arrived_from_any(step.inputs)
     return m.DAGTask(
         name=wiring.task_name(step.name),
         template=template,
@@ -94,10 +110,27 @@ def _fan_out_task(splitter: ir.Step, ctx: str) -> m.DAGTask:
     )
 
 
+def _arrived_from_any(source: ir.FromBranches) -> str:
+    """Some parent arrived: it succeeded and, if a switch, none of its rivals did."""
+    rivals = dict(source.rivals)
+    terms = []
+    for parent in source.parents:
+        term = "%s == Succeeded" % expr.task_status(wiring.task_name(parent))
+        for rival in rivals.get(parent, ()):
+            term += " && %s != Succeeded" % expr.task_status(wiring.task_name(rival))
+        terms.append("(%s)" % term)
+    return " || ".join(terms)
+
+
 def _depends(wf: ir.Workflow, step: ir.Step) -> str | None:
     parents = _dag_parents(wf, step)
     if not parents:
         return None
+    if isinstance(step.inputs, ir.FromBranches):
+        # Wait for the switches' rivals too: whether they ran says what the switch chose.
+        rivals = [r for r in wiring.branch_tasks(step.inputs) if r not in step.inputs.parents]
+        waits = [expr.done(wiring.task_name(r)) for r in rivals]
+        return " && ".join([expr.any_branch([p.task for p in parents])] + waits)
     if all(p.condition == step.condition for p in parents) or len(parents) == 1:
         return expr.all_succeeded([p.task for p in parents])
     return expr.any_branch([p.task for p in parents])

@@ -19,6 +19,11 @@ def task_output(task: str, name: str) -> str:
     return "{{tasks.%s.outputs.parameters.%s}}" % (task, name)
 
 
+def output_if_succeeded(task: str, name: str) -> str:
+    """A task's output, or '' when it did not run (a plain tag would not resolve)."""
+    return "{{=tasks['%s'].status == 'Succeeded' ? tasks['%s'].outputs.parameters['%s'] : ''}}" % (task, task, name)
+
+
 def task_status(task: str) -> str:
     return "{{tasks.%s.status}}" % task
 

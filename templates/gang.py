@@ -52,7 +52,7 @@ def jobset_name(step: ir.Step) -> str:
 
 def pod_input_path(gang: ir.Gang, ctx: str) -> sh.Line:
     """Every gang pod's input: the splitter's task in the same foreach context."""
-    return sh.write_paths(sh.Lit(naming.pathspec(expr.RUN_ID, gang.splitter, naming.task_id(ctx))))
+    return sh.write_paths(sh.Lit(naming.pathspec(expr.RUN_ID, gang.splitter, naming.task_id(gang.splitter, ctx))))
 
 
 def pod_task_id() -> sh.Token:

@@ -16,7 +16,7 @@ def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
     lines += input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
-    call = _call(step, wf, sh.Lit(naming.task_id(CTX, iteration)), split_index=_split_index(step))
+    call = _call(step, wf, sh.Lit(naming.task_id(step.name, CTX, iteration)), split_index=_split_index(step))
     lines += task_log_setup(call, wf)
     if isinstance(step.inputs, ir.FromParameters):
         for p in wf.parameters:
@@ -81,15 +81,25 @@ def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
         return [sh.write_paths(sh.Lit(expr.input_param(Param.INPUT_PATHS)))]
     if isinstance(source, (ir.FromParameters, ir.FromParents)):
         return [sh.write_paths(sh.Lit(wiring.static_paths(source, CTX, loop_ids)))]
+    if isinstance(source, ir.FromForeach) and len(source.body_last) > 1:
+        split_ctx = naming.child_ctx(CTX, "")
+        lines = sh.last_steps_lines(expr.input_param(Param.LAST_STEP), naming.task_id("", split_ctx))
+        return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var("ids"))))]
     if isinstance(source, ir.FromForeach):
-        prefix = "%s/%s/:" % (wiring.RUN_ID, source.body_last)
-        lines = sh.id_list_lines(None, naming.task_id(naming.child_ctx(CTX, "")), expr.input_param(Param.SPLIT_CARDINALITY))
+        [last] = source.body_last
+        prefix = "%s/%s/:" % (wiring.RUN_ID, last)
+        lines = sh.id_list_lines(None, naming.task_id(last, naming.child_ctx(CTX, "")), expr.input_param(Param.SPLIT_CARDINALITY))
         return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
     if isinstance(source, ir.Gang):
         return gang.join_input_paths(source)
     assert isinstance(source, ir.FromBranches), source
+    rivals = dict(source.rivals)
     candidates = [
-        (expr.input_param(wiring.status_param(p)), "%s/%s" % (p, loop_ids.get(p, naming.task_id(CTX))))
+        (
+            expr.input_param(wiring.status_param(p)),
+            [expr.input_param(wiring.status_param(r)) for r in rivals.get(p, ())],
+            "%s/%s" % (p, loop_ids.get(p, naming.task_id(p, CTX))),
+        )
         for p in source.parents
     ]
     lines = sh.branch_lines(candidates)

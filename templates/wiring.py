@@ -28,7 +28,7 @@ def task_name(step: str) -> str:
 
 def step_path(step: str, ctx: str, iteration: str | None = None) -> str:
     """A Metaflow input pathspec run/step/task for a task in context ``ctx``."""
-    return naming.pathspec(RUN_ID, step, naming.task_id(ctx, iteration))
+    return naming.pathspec(RUN_ID, step, naming.task_id(step, ctx, iteration))
 
 
 def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
@@ -46,10 +46,13 @@ def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
         args.append(
             Arg(Param.SPLIT_CARDINALITY, expr.task_output(task_name(source.splitter), Param.SPLIT_CARDINALITY))
         )
+        if len(source.body_last) > 1:  # which step ended each split: the body DAGs' outputs, in split order
+            fan_out = naming.foreach_template_name(source.splitter)
+            args.append(Arg(Param.LAST_STEP, expr.task_output(fan_out, Param.LAST_STEP)))
     elif isinstance(source, ir.Gang):
         args += [Arg(name, value) for name, value in gang.join_arguments(source)]
     elif isinstance(source, ir.FromBranches):
-        args += [Arg(status_param(p), expr.task_status(task_name(p))) for p in source.parents]
+        args += [Arg(status_param(p), expr.task_status(task_name(p))) for p in branch_tasks(source)]
     if step.recursive:
         # The loop gets its first input paths ready-made; iterations pass on their own.
         caller_ids = {p: expr.task_output(task_name(p), Param.TASK_ID) for p in _looping_parents(step, wf)}
@@ -58,10 +61,15 @@ def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
             Arg(Param.INPUT_PATHS, static_paths(source, scope_ctx, caller_ids)),
         ]
     else:
-        args += [
-            Arg(loop_task_param(p), expr.task_output(task_name(p), Param.TASK_ID)) for p in _looping_parents(step, wf)
-        ]
+        # A loop that may have been skipped (a switch merge) has no output to read.
+        read = expr.output_if_succeeded if isinstance(source, ir.FromBranches) else expr.task_output
+        args += [Arg(loop_task_param(p), read(task_name(p), Param.TASK_ID)) for p in _looping_parents(step, wf)]
     return args
+
+
+def branch_tasks(source: ir.FromBranches) -> list[str]:
+    """Steps whose status decides which parents arrived: the parents and their switches' rivals."""
+    return list(dict.fromkeys(list(source.parents) + [r for _, rivals in source.rivals for r in rivals]))
 
 
 def _looping_parents(step: ir.Step, wf: ir.Workflow) -> list[str]:
@@ -88,7 +96,7 @@ def static_paths(source: ir.InputSource, ctx: str, task_ids: dict[str, str] | No
     if isinstance(source, ir.FromParameters):
         return "%s/%s/%s" % (RUN_ID, naming.PARAMETERS_STEP, naming.PARAMETERS_TASK_ID)
     assert isinstance(source, ir.FromParents), source
-    ids = {p: (task_ids or {}).get(p, naming.task_id(ctx)) for p in source.parents}
+    ids = {p: (task_ids or {}).get(p, naming.task_id(p, ctx)) for p in source.parents}
     if len(source.parents) == 1:
         [(parent, task)] = ids.items()
         return "%s/%s/%s" % (RUN_ID, parent, task)

@@ -68,7 +68,8 @@ def test_parallel_inside_a_foreach_of_three(mf_env, tmp_path):
     es = sorted({a or b for a, b in entropies})
     assert len(es) == 3
     assert sorted(train) == sorted(["control-%s-0" % e for e in es] + ["worker-%s-0" % e for e in es])
-    assert got["ids"]["gang_join"] == ["t-0", "t-1", "t-2"] and got["ids"]["prep"] == ["t-0", "t-1", "t-2"]
+    assert got["ids"]["gang_join"] == ["gang_join-0", "gang_join-1", "gang_join-2"]
+    assert got["ids"]["prep"] == ["prep-0", "prep-1", "prep-2"]
     gangs = got["gangs"]
     assert [g[0] for g in gangs] == ["a", "b", "c"]
     for item, members, ranks, items_seen in gangs:

@@ -52,4 +52,4 @@ def test_every_parameter_type(mf_env, tmp_path):
     assert got["seen"] == {"s": "hello world", "i": 7, "f": 2.5, "b": False, "j": {"a": 1}, "n": None, "req": 42}
     assert got["types"] == {"s": "str", "i": "int", "f": "float", "b": "bool", "j": "dict", "n": "NoneType",
                             "req": "int"}
-    assert got["ids"] == {"end": ["t"], "start": ["t"]}
+    assert got["ids"] == {"end": ["end"], "start": ["start"]}

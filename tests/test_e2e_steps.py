@@ -59,9 +59,9 @@ def loop_run(s3_server, tmp_path_factory):
 
 def test_recursive_switch_iterations_are_t_r0_r1_r2(loop_run):
     result, rec, got = loop_run
-    assert got["ids"]["loop"] == ["t-r0", "t-r1", "t-r2"], tail(result, rec)
-    assert got["loop_i"] == {"t-r0": 1, "t-r1": 2, "t-r2": 3}
-    assert got["loop_state"] == {"t-r0": "again", "t-r1": "again", "t-r2": "done"}
+    assert got["ids"]["loop"] == ["loop-r0", "loop-r1", "loop-r2"], tail(result, rec)
+    assert got["loop_i"] == {"loop-r0": 1, "loop-r1": 2, "loop-r2": 3}
+    assert got["loop_state"] == {"loop-r0": "again", "loop-r1": "again", "loop-r2": "done"}
     loops = [n for n in result.nodes.values() if n.type == "Pod" and n.template_name == "loop"]
     assert len(loops) == 3
 
@@ -70,7 +70,7 @@ def test_step_after_recursion_reads_the_last_iteration(loop_run):
     result, rec, got = loop_run
     assert result.status == "Succeeded", tail(result, rec)
     assert got["ok"] is True
-    assert got["ids"] == {"start": ["t"], "loop": ["t-r0", "t-r1", "t-r2"], "after": ["t"], "end": ["t"]}
+    assert got["ids"] == {"start": ["start"], "loop": ["loop-r0", "loop-r1", "loop-r2"], "after": ["after"], "end": ["end"]}
     assert got["final"] == 3 and got["seen"] == [1, 2, 3]
 
 
@@ -124,7 +124,7 @@ def test_retry_then_catch(mf_env, tmp_path):
                           "doomed_attempt": doomed.current_attempt}))
     """, "RetryCatchFlow/" + result.run_id)
     assert got["ok"] is True
-    assert got["ids"] == {"start": ["t"], "flaky": ["t"], "doomed": ["t"], "end": ["t"]}
+    assert got["ids"] == {"start": ["start"], "flaky": ["flaky"], "doomed": ["doomed"], "end": ["end"]}
     assert got["attempt"] == 1 and got["attempt_seen"] == 1 and got["attempt_md"] == "1"
     assert got["a0_ok"] is False and got["a0_attempt"] == 0
     assert got["err_type"] == "builtins.ValueError" and "always broken" in got["err"]

@@ -170,7 +170,7 @@ def test_control_and_worker_task_ids_and_split_indices(tmp_path, pods):
     assert opt(control["argv"], "--split-index") == "0"
     assert opt(control["argv"], "--ubf-context") == "ubf_control"
     assert opt(control["argv"], "--retry-count") == "1"
-    assert control["paths"] == "argo-dt-abcde/start/t"
+    assert control["paths"] == "argo-dt-abcde/start/start"
     for i in range(2):
         [worker] = run_pod(tmp_path, worker_cmd, values, env=dict(worker_env, TASK_ID_SUFFIX=str(i), MF_WORKER_REPLICA_INDEX=str(i)))
         assert opt(worker["argv"], "--task-id") == "worker-e1e2e3e4e5-%d" % i
@@ -184,7 +184,7 @@ def test_join_input_paths_built_in_the_pod(tmp_path, doc, n):
     [call] = run_pod(tmp_path, templates(doc)["join"]["container"]["command"], values)
     ids = ["control-e1e2e3e4e5-0"] + ["worker-e1e2e3e4e5-%d" % i for i in range(n - 1)]
     assert call["paths"] == "argo-dt-abcde/train/:" + ",".join(ids)
-    assert opt(call["argv"], "--task-id") == "t"
+    assert opt(call["argv"], "--task-id") == "join"
 
 
 def test_no_retries_means_no_retries_tag(tmp_path):

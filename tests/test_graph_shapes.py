@@ -157,7 +157,7 @@ def test_linear(tmp_path):
     assert "depends" not in tasks["start"]
     assert tasks["a"]["depends"] == "start.Succeeded"
     assert tasks["end"]["depends"] == "a.Succeeded"
-    assert "'argo-{{workflow.name}}/a/t{{inputs.parameters.ctx}}'" in script(templates(doc)["end"])
+    assert "'argo-{{workflow.name}}/a/a{{inputs.parameters.ctx}}'" in script(templates(doc)["end"])
 
 
 def test_nested_splits_and_a_step_named_split(tmp_path):
@@ -166,7 +166,7 @@ def test_nested_splits_and_a_step_named_split(tmp_path):
     assert tasks["inner-join"]["depends"] == "b.Succeeded && c.Succeeded"
     assert tasks["join"]["depends"] == "a.Succeeded && inner-join.Succeeded"
     assert tasks["b"]["depends"] == "split.Succeeded"  # qualified, never a bare `split`
-    paths = "argo-{{workflow.name}}/:a/t{{inputs.parameters.ctx}},inner_join/t{{inputs.parameters.ctx}}"
+    paths = "argo-{{workflow.name}}/:a/a{{inputs.parameters.ctx}},inner_join/inner_join{{inputs.parameters.ctx}}"
     assert paths in script(templates(doc)["join"])
 
 
@@ -183,19 +183,19 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     assert args(fan) == {
         "ctx": "-{{item}}",
         "split-index": "{{item}}",
-        "input-paths": "argo-{{workflow.name}}/fe1/t",
+        "input-paths": "argo-{{workflow.name}}/fe1/fe1",
     }
     assert top["j1"]["depends"] == "fe1-foreach.Succeeded"
     inner = dag_tasks(doc, "fe2-foreach")
     assert args(inner["fe3-foreach"])["ctx"] == "{{inputs.parameters.ctx}}-{{item}}"
-    assert args(inner["fe3-foreach"])["input-paths"] == "argo-{{workflow.name}}/fe3/t{{inputs.parameters.ctx}}"
+    assert args(inner["fe3-foreach"])["input-paths"] == "argo-{{workflow.name}}/fe3/fe3{{inputs.parameters.ctx}}"
     leaf = dag_tasks(doc, "fe3-foreach")["leaf"]
     assert args(leaf)["split-index"] == "{{inputs.parameters.split-index}}"
     assert "--split-index '{{inputs.parameters.split-index}}'" in script(tmpl["leaf"])
     # The join rebuilds its children's ids from the split count: no lookups in the pod.
     j3 = script(tmpl["j3"])
     assert "n='{{inputs.parameters.split-cardinality}}'" in j3
-    assert "'t{{inputs.parameters.ctx}}-'$i" in j3
+    assert "'leaf{{inputs.parameters.ctx}}-'$i" in j3
     # templates nest inner first, so every sub-DAG is defined before its user
     names = [t["name"] for t in doc["spec"]["templates"]]
     assert names.index("fe3-foreach") < names.index("fe2-foreach") < names.index("fe1-foreach") < names.index("f")
@@ -210,7 +210,7 @@ def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
     assert again["when"] == "{{steps.run.outputs.parameters.switch-step}} == loop"
     again_args = args(again)
     assert again_args["iteration"] == "{{=asInt(inputs.parameters['iteration']) + 1}}"
-    assert again_args["input-paths"] == "argo-{{workflow.name}}/loop/t{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}"
+    assert again_args["input-paths"] == "argo-{{workflow.name}}/loop/loop{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}"
     top = dag_tasks(doc, "f")
     assert top["loop"]["template"] == "loop-loop"
     assert args(top["loop"])["iteration"] == "0"
@@ -218,7 +218,7 @@ def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
     # the step after the loop reads its last iteration, known only at run time
     assert args(top["end"])["task-id-loop"] == "{{tasks.loop.outputs.parameters.task-id}}"
     assert "'argo-{{workflow.name}}/loop/{{inputs.parameters.task-id-loop}}'" in script(tmpl["end"])
-    assert "--task-id 't{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}'" in script(tmpl["loop"])
+    assert "--task-id 'loop{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}'" in script(tmpl["loop"])
 
 
 def test_switch_merge_uses_the_branch_that_ran(tmp_path):
@@ -240,7 +240,7 @@ def test_parallel_inside_foreach_gets_per_split_entropy(tmp_path):
     assert args(body["train"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
     assert args(body["gang-join"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
     # the gang join's own id is per split: t<ctx>, ctx = -<split>
-    assert "--task-id 't{{inputs.parameters.ctx}}'" in script(templates(doc)["gang-join"])
+    assert "--task-id 'gang_join{{inputs.parameters.ctx}}'" in script(templates(doc)["gang-join"])
 
 
 @pytest.mark.parametrize("source", [LINEAR, NESTED_SPLITS, FOREACH_3_IN_SPLIT, RECURSIVE_SWITCH, PARALLEL_IN_FOREACH])
@@ -250,3 +250,34 @@ def test_task_names_unique_per_dag(tmp_path, source):
         if "dag" in t:
             names = [task["name"] for task in t["dag"]["tasks"]]
             assert len(names) == len(set(names))
+
+
+def test_switch_inside_foreach_join_reads_which_step_ended_each_split(tmp_path):
+    from test_e2e_graphs import SWITCH_IN_FOREACH
+
+    doc = _compile(tmp_path, SWITCH_IN_FOREACH)
+    [out] = templates(doc)["start-foreach"]["outputs"]["parameters"]
+    assert out == {"name": "last-step", "valueFrom": {"expression": "tasks['even'].status == 'Succeeded' ? 'even' : 'odd'"}}
+    join = dag_tasks(doc, "switchinforeach")["join"]
+    assert args(join)["last-step"] == "{{tasks.start-foreach.outputs.parameters.last-step}}"
+    assert "'{{inputs.parameters.last-step}}'" in script(templates(doc)["join"])
+
+
+def test_loop_at_the_end_of_a_switch_branch_is_read_only_when_it_ran(tmp_path):
+    from test_e2e_graphs import LOOP_AT_BRANCH_END
+
+    merge = dag_tasks(_compile(tmp_path, LOOP_AT_BRANCH_END), "loopatbranchend")["merge"]
+    assert "when" not in merge  # a and loop exclude each other; the loop always ends in merge
+    assert merge["depends"].endswith("&& (a.Succeeded || loop.Succeeded)")
+    assert args(merge)["task-id-loop"] == (
+        "{{=tasks['loop'].status == 'Succeeded' ? tasks['loop'].outputs.parameters['task-id'] : ''}}")
+
+
+def test_switch_parent_beside_its_own_branch_arrives_only_if_it_chose_this_step(tmp_path):
+    from test_e2e_graphs import SWITCH_TO_END
+
+    doc = _compile(tmp_path, SWITCH_TO_END)
+    end = dag_tasks(doc, "switchtoend")["end"]
+    assert end["when"] == "({{tasks.a.status}} == Succeeded) || ({{tasks.start.status}} == Succeeded && {{tasks.a.status}} != Succeeded)"
+    assert args(end)["status-start"] == "{{tasks.start.status}}" and args(end)["status-a"] == "{{tasks.a.status}}"
+    assert "[ '{{inputs.parameters.status-start}}' != Succeeded ] || [ '{{inputs.parameters.status-a}}' = Succeeded ] ||" in script(templates(doc)["end"])

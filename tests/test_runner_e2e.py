@@ -99,11 +99,13 @@ print(json.dumps({s.id: sorted(t.id for t in s) for s in run} | {"_ok": run.succ
 
 
 @pytest.mark.parametrize("example, steps", [
-    ("branches", {"start": ["t"], "left": ["t"], "right": ["t"], "join": ["t"], "end": ["t"]}),
-    ("switch", {"start": ["t"], "small": ["t"], "merge": ["t"], "end": ["t"]}),
-    ("nested_foreach", {"start": ["t"], "per_letter": ["t-0", "t-1"],
-                        "per_number": ["t-0-0", "t-0-1", "t-0-2", "t-1-0", "t-1-1", "t-1-2"],
-                        "join_numbers": ["t-0", "t-1"], "join_letters": ["t"], "end": ["t"]}),
+    ("branches", {"start": ["start"], "left": ["left"], "right": ["right"], "join": ["join"], "end": ["end"]}),
+    ("switch", {"start": ["start"], "small": ["small"], "merge": ["merge"], "end": ["end"]}),
+    ("nested_foreach", {"start": ["start"], "per_letter": ["per_letter-0", "per_letter-1"],
+                        "per_number": ["per_number-0-0", "per_number-0-1", "per_number-0-2",
+                                       "per_number-1-0", "per_number-1-1", "per_number-1-2"],
+                        "join_numbers": ["join_numbers-0", "join_numbers-1"], "join_letters": ["join_letters"],
+                        "end": ["end"]}),
 ])
 def test_graph_shape_examples_run(mf_env, tmp_path, example, steps):
     result = run_workflow(EXAMPLES / ("%s.yaml" % example), {}, _code_dir(tmp_path), tmp_path / "work",

@@ -1,0 +1,204 @@
+"""E2E: graph shapes Metaflow accepts, compiled by mfargo, run by the local runner and
+read back with Metaflow's client: the tasks each join or merge saw, and task ids."""
+from __future__ import annotations
+
+import pytest
+
+from test_e2e_support import compile_flow, mf_env_for, tail  # noqa: F401
+
+SWITCH_IN_FOREACH = """
+from metaflow import FlowSpec, step
+
+class SwitchInForeach(FlowSpec):
+    @step
+    def start(self):
+        self.xs = [0, 1, 2]
+        self.next(self.body, foreach="xs")
+
+    @step
+    def body(self):
+        self.x = self.input
+        self.kind = "even" if self.input % 2 == 0 else "odd"
+        self.next({"even": self.even, "odd": self.odd}, condition="kind")
+
+    @step
+    def even(self):
+        self.v = "even-%d" % self.x
+        self.next(self.join)
+
+    @step
+    def odd(self):
+        self.v = "odd-%d" % self.x
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.vs = [i.v for i in inputs]
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    SwitchInForeach()
+"""
+
+LOOP_AT_BRANCH_END = """
+from metaflow import FlowSpec, Parameter, step
+
+class LoopAtBranchEnd(FlowSpec):
+    route = Parameter("route", default="loop")
+
+    @step
+    def start(self):
+        self.way = self.route
+        self.i = 0
+        self.next({"a": self.a, "loop": self.loop}, condition="way")
+
+    @step
+    def a(self):
+        self.came = "a"
+        self.next(self.merge)
+
+    @step
+    def loop(self):
+        self.i += 1
+        self.came = "loop"
+        self.state = "again" if self.i < 3 else "done"
+        self.next({"again": self.loop, "done": self.merge}, condition="state")
+
+    @step
+    def merge(self):
+        self.seen = [self.came, self.i]
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    LoopAtBranchEnd()
+"""
+
+SWITCH_TO_END = """
+from metaflow import FlowSpec, Parameter, step
+
+class SwitchToEnd(FlowSpec):
+    route = Parameter("route", default="a")
+
+    @step
+    def start(self):
+        self.way = self.route
+        self.came = "start"
+        self.next({"a": self.a, "end": self.end}, condition="way")
+
+    @step
+    def a(self):
+        self.came = "a"
+        self.next(self.end)
+
+    @step
+    def end(self):
+        self.final = self.came
+
+if __name__ == "__main__":
+    SwitchToEnd()
+"""
+
+CUSTOM_START_END = """
+from metaflow import FlowSpec, current, step
+
+class CustomEnds(FlowSpec):
+    @step(start=True)
+    def begin(self):
+        self.next(self.left, self.right)
+
+    @step
+    def left(self):
+        self.tid = current.task_id
+        self.next(self.join)
+
+    @step
+    def right(self):
+        self.tid = current.task_id
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.tids = sorted(i.tid for i in inputs)
+        self.next(self.finish)
+
+    @step(end=True)
+    def finish(self):
+        self.tids_at_end = self.tids
+
+if __name__ == "__main__":
+    CustomEnds()
+"""
+
+SINGLE_STEP = """
+from metaflow import FlowSpec, current, step
+
+class OneStep(FlowSpec):
+    @step(start=True, end=True)
+    def only(self):
+        self.tid = current.task_id
+
+if __name__ == "__main__":
+    OneStep()
+"""
+
+READ = """
+run = Run(sys.argv[1])
+out = {"ok": run.successful, "ids": {s.id: sorted(t.id for t in s) for s in run}}
+for name in sys.argv[2:]:
+    step, attr = name.split(".")
+    out[name] = run[step].task.data.__getattr__(attr)
+print(json.dumps(out))
+"""
+
+
+def _run(s3_server, tmp_path_factory, source, flow, reads, params=None):
+    tmp = tmp_path_factory.mktemp(flow.lower())
+    c = compile_flow(tmp, mf_env_for(s3_server, tmp), source)
+    result, rec = c.run(params or {})
+    assert result.status == "Succeeded", tail(result, rec)
+    return c.client(READ, "%s/%s" % (flow, result.run_id), *reads)
+
+
+def test_switch_inside_foreach_meets_at_the_foreach_join(s3_server, tmp_path_factory):
+    got = _run(s3_server, tmp_path_factory, SWITCH_IN_FOREACH, "SwitchInForeach", ["join.vs"])
+    assert got["ok"] is True
+    assert got["join.vs"] == ["even-0", "odd-1", "even-2"]
+    assert got["ids"]["even"] == ["even-0", "even-2"] and got["ids"]["odd"] == ["odd-1"]
+    assert got["ids"]["body"] == ["body-0", "body-1", "body-2"] and got["ids"]["join"] == ["join"]
+
+
+@pytest.mark.parametrize("route, seen, loop_ids", [("loop", ["loop", 3], ["loop-r0", "loop-r1", "loop-r2"]),
+                                                   ("a", ["a", 0], None)])
+def test_recursive_loop_at_the_end_of_a_switch_branch(s3_server, tmp_path_factory, route, seen, loop_ids):
+    got = _run(s3_server, tmp_path_factory, LOOP_AT_BRANCH_END, "LoopAtBranchEnd", ["merge.seen"], {"route": route})
+    assert got["ok"] is True and got["merge.seen"] == seen
+    assert got["ids"].get("loop") == loop_ids and got["ids"]["merge"] == ["merge"]
+    assert ("a" in got["ids"]) == (route == "a")
+
+
+@pytest.mark.parametrize("route, final", [("a", "a"), ("end", "start")])
+def test_switch_straight_to_end_beside_a_branch(s3_server, tmp_path_factory, route, final):
+    got = _run(s3_server, tmp_path_factory, SWITCH_TO_END, "SwitchToEnd", ["end.final"], {"route": route})
+    assert got["ok"] is True and got["end.final"] == final
+    assert got["ids"]["end"] == ["end"]
+
+
+def test_custom_start_and_end_steps_and_split_branches_get_their_own_task_ids(s3_server, tmp_path_factory):
+    got = _run(s3_server, tmp_path_factory, CUSTOM_START_END, "CustomEnds", ["finish.tids_at_end"])
+    assert got["ok"] is True
+    assert got["ids"] == {"begin": ["begin"], "left": ["left"], "right": ["right"], "join": ["join"],
+                          "finish": ["finish"]}
+    assert got["finish.tids_at_end"] == ["left", "right"]  # two branches, two current.task_id
+
+
+def test_single_step_flow(s3_server, tmp_path_factory):
+    got = _run(s3_server, tmp_path_factory, SINGLE_STEP, "OneStep", ["only.tid"])
+    assert got["ok"] is True and got["ids"] == {"only": ["only"]} and got["only.tid"] == "only"
