@@ -21,13 +21,14 @@ __all__ = ["compile_flow", "with_code_package", "own_env", "CompileError", "Comp
 
 def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
     """Build the IR for ``flow``; raises CompileError naming the step at fault."""
+    _check_options(options)
     shapes = graphs.analyse(graph)
     gangs = _gangs(shapes, graph)
     steps = {}
     for name, shape in shapes.items():
         node = graph[name]
         decos.reject_foreign(name, node.decorators)
-        retry = decos.retry(node.decorators)
+        retry = decos.retry(name, node.decorators)
         steps[name] = ir.Step(
             name=name,
             transition=shape.transition,
@@ -42,7 +43,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             switch_parent=shape.switch_parent,
             compute=decos.compute(name, node.decorators, options.default_image, options.namespace),
             retry=retry,
-            timeout_seconds=decos.timeout_seconds(node.decorators),
+            timeout_seconds=decos.timeout_seconds(name, node.decorators),
             environment=decos.environment(name, node.decorators),
             decorator_specs=decos.forwarded_specs(node.decorators),
         )
@@ -91,6 +92,17 @@ def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:
         ("METAFLOW_CODE_METADATA", code.package_metadata),
     )
     return replace(wf, code=code, env=wf.env + tuple((k, v) for k, v in env if v))
+
+
+def _check_options(options: CompileOptions) -> None:
+    from . import rules
+
+    for tag in options.tags:
+        rules.tag(tag)
+    if options.max_workers < 1:
+        raise CompileError("--max-workers must be at least 1, not %d" % options.max_workers)
+    if options.timeout_seconds is not None and options.timeout_seconds <= 0:
+        raise CompileError("--workflow-timeout must be more than 0 seconds, not %d" % options.timeout_seconds)
 
 
 def own_env(wf: ir.Workflow) -> frozenset:

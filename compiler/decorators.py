@@ -8,6 +8,7 @@ import json
 
 from . import ir
 from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR
+from . import rules
 from .errors import CompileError
 
 # Decorators whose job mfargo's YAML does itself; never forwarded with --with.
@@ -32,7 +33,10 @@ def compute(step: str, decorators, default_image: str, namespace: str | None) ->
     attrs = dict(kube.attributes) if kube is not None else _kubernetes_defaults()
     for res in _find_all(decorators, "resources"):
         for key in ("cpu", "memory", "disk", "gpu", "shared_memory"):
-            attrs[key] = _max(attrs.get(key), res.attributes.get(key))
+            value = res.attributes.get(key)
+            if value is not None:
+                rules.positive_number(step, "resources", key, value, allow_zero=key == "gpu")
+            attrs[key] = _max(attrs.get(key), value)
     qos = (attrs.get("qos") or "Burstable").capitalize()
     if qos not in _QOS:
         raise CompileError("qos must be one of %s, not %r" % (", ".join(_QOS), attrs.get("qos")), step, "kubernetes")
@@ -48,42 +52,92 @@ def compute(step: str, decorators, default_image: str, namespace: str | None) ->
             "kubernetes",
         )
     use_tmpfs = bool(attrs.get("use_tmpfs")) or bool(attrs.get("tmpfs_size"))
-    memory = _number(step, "memory", attrs.get("memory") or 4096)
+    memory = rules.memory_mb(step, "kubernetes", "memory", attrs.get("memory") or 4096)
+    image = attrs.get("image") or default_image
+    rules.image(step, "kubernetes", image)
+    secrets = rules.string_list(step, "kubernetes", "secrets", attrs.get("secrets"))
+    pull_secrets = rules.string_list(step, "kubernetes", "image_pull_secrets", attrs.get("image_pull_secrets"))
+    rules.object_names(step, "kubernetes", "secret", secrets + pull_secrets)
+    if attrs.get("service_account"):
+        rules.object_names(step, "kubernetes", "service_account", [attrs["service_account"]])
+    labels = rules.mapping(step, "kubernetes", "labels", attrs.get("labels"))
+    rules.labels(step, "kubernetes", "labels", labels)
+    annotations = rules.mapping(step, "kubernetes", "annotations", attrs.get("annotations"))
+    rules.labels(step, "kubernetes", "annotations", annotations, values_are_labels=False)
+    node_selector = _as_dict(step, attrs.get("node_selector"))
+    rules.labels(step, "kubernetes", "node_selector", node_selector)
+    claims = rules.mapping(step, "kubernetes", "persistent_volume_claims", attrs.get("persistent_volume_claims"))
+    rules.object_names(step, "kubernetes", "persistent volume claim", list(claims))
+    for path in claims.values():
+        rules.absolute_path(step, "kubernetes", "persistent volume claim mount path", path)
+    tmpfs_path = attrs.get("tmpfs_path") or "/metaflow_temp"
+    rules.absolute_path(step, "kubernetes", "tmpfs_path", tmpfs_path)
     return ir.Compute(
-        image=attrs.get("image") or default_image,
+        image=image,
         image_pull_policy=attrs.get("image_pull_policy") or None,
-        cpu=_quantity(_number(step, "cpu", attrs.get("cpu") or 1)),
+        cpu=_quantity(rules.positive_number(step, "kubernetes", "cpu", attrs.get("cpu") or 1)),
         memory_mb=int(memory),
-        disk_mb=int(_number(step, "disk", attrs["disk"])) if attrs.get("disk") else None,
-        gpu=int(_number(step, "gpu", attrs.get("gpu") or 0)),
+        disk_mb=int(rules.memory_mb(step, "kubernetes", "disk", attrs["disk"])) if attrs.get("disk") else None,
+        gpu=rules.count(step, "kubernetes", "gpu", attrs.get("gpu") or 0),
         gpu_vendor=vendor,
         qos=qos,
         service_account=attrs.get("service_account") or None,
         namespace=deco_ns or None,
-        secrets=tuple(_as_list(attrs.get("secrets"))),
-        node_selector=tuple(sorted(_as_dict(step, attrs.get("node_selector")).items())),
+        secrets=tuple(secrets),
+        node_selector=tuple(sorted(node_selector.items())),
         tolerations=tuple(_toleration(step, t) for t in attrs.get("tolerations") or ()),
-        labels=tuple(sorted((attrs.get("labels") or {}).items())),
-        annotations=tuple(sorted((attrs.get("annotations") or {}).items())),
-        shared_memory_mb=int(_number(step, "shared_memory", attrs["shared_memory"])) if attrs.get("shared_memory") else None,
-        port=int(attrs["port"]) if attrs.get("port") else None,
-        persistent_volume_claims=tuple(sorted((attrs.get("persistent_volume_claims") or {}).items())),
-        tmpfs_size_mb=int(attrs.get("tmpfs_size") or memory // 2) if use_tmpfs else None,
-        tmpfs_path=attrs.get("tmpfs_path") or "/metaflow_temp",
-        security_context=tuple(sorted((attrs.get("security_context") or {}).items())),
-        image_pull_secrets=tuple(_as_list(attrs.get("image_pull_secrets"))),
+        labels=tuple(sorted(labels.items())),
+        annotations=tuple(sorted(annotations.items())),
+        shared_memory_mb=int(rules.memory_mb(step, "kubernetes", "shared_memory", attrs["shared_memory"]))
+        if attrs.get("shared_memory") else None,
+        port=_port(step, attrs.get("port")),
+        persistent_volume_claims=tuple(sorted(claims.items())),
+        tmpfs_size_mb=int(rules.memory_mb(step, "kubernetes", "tmpfs_size", attrs.get("tmpfs_size") or memory // 2))
+        if use_tmpfs else None,
+        tmpfs_path=tmpfs_path,
+        security_context=_security_context(step, attrs.get("security_context")),
+        image_pull_secrets=tuple(pull_secrets),
     )
 
 
-def retry(decorators) -> ir.Retry:
+def _port(step: str, value) -> int | None:
+    if not value:
+        return None
+    port = rules.count(step, "kubernetes", "port", value, minimum=1)
+    if port > 65535:
+        raise CompileError("port must be 1-65535, not %r" % value, step, "kubernetes")
+    return port
+
+
+def _security_context(step: str, value) -> tuple:
+    """Only fields Kubernetes' SecurityContext has (an unknown one was silently dropped)."""
+    from hera.workflows import models as m
+
+    context = rules.mapping(step, "kubernetes", "security_context", value)
+    known = {f.alias or n for n, f in m.SecurityContext.model_fields.items()} | set(m.SecurityContext.model_fields)
+    unknown = sorted(str(k) for k in context if k not in known)
+    if unknown:
+        raise CompileError("security_context has no field %s" % ", ".join(map(repr, unknown)), step, "kubernetes")
+    try:
+        m.SecurityContext.model_validate(context)
+    except ValueError as e:
+        raise CompileError("security_context: %s" % " ".join(str(e).split())[:200], step, "kubernetes") from None
+    return tuple(sorted(context.items()))
+
+
+def retry(step: str, decorators) -> ir.Retry:
     """User-code retries and error retries, as Metaflow's runtime counts them."""
     user = error = 0
     minutes = None
     for deco in decorators:
         u, e = deco.step_task_retry_count()
-        user, error = user + int(u or 0), error + int(e or 0)
+        user += rules.count(step, deco.name, "times", u or 0)
+        error += rules.count(step, deco.name, "retries", e or 0)
         if deco.name == "retry":
-            minutes = int(deco.attributes.get("minutes_between_retries") or 0)
+            minutes = rules.count(step, "retry", "minutes_between_retries",
+                                  deco.attributes.get("minutes_between_retries") or 0)
+        if deco.name == "catch":
+            rules.python_identifier(step, "catch", "var", deco.attributes.get("var"))
     return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes)
 
 
@@ -105,17 +159,25 @@ def _retry_on(deco) -> tuple[str, ...]:
     return retry_on(deco.attributes.get("retry_on"), "")
 
 
-def timeout_seconds(decorators) -> int:
+def timeout_seconds(step: str, decorators) -> int:
     from metaflow.plugins.timeout_decorator import get_run_time_limit_for_task
 
-    return int(get_run_time_limit_for_task(decorators))
+    deco = _find(decorators, "timeout")
+    if deco is not None:
+        for key in ("seconds", "minutes", "hours"):
+            rules.count(step, "timeout", key, deco.attributes.get(key) or 0)
+    seconds = int(get_run_time_limit_for_task(decorators))
+    if seconds <= 0:
+        raise CompileError("the time limit must be more than 0 seconds", step, "timeout")
+    return seconds
 
 
 def environment(step: str, decorators) -> tuple[tuple[str, str], ...]:
     env: dict[str, str] = {}
     for deco in _find_all(decorators, "environment"):
-        for key, value in (deco.attributes.get("vars") or {}).items():
-            env[str(key)] = value if isinstance(value, str) else json.dumps(value)
+        for key, value in rules.mapping(step, "environment", "vars", deco.attributes.get("vars")).items():
+            rules.env_name(step, "environment", key)
+            env[key] = value if isinstance(value, str) else json.dumps(value)
     return tuple(sorted(env.items()))
 
 
@@ -156,16 +218,6 @@ def _max(a, b):
     if a is None:
         return b
     return max(float(a), float(b))
-
-
-def _number(step: str, key: str, value) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise CompileError("%s must be a number, not %r" % (key, value), step, "kubernetes") from None
-    if number < 0:
-        raise CompileError("%s must not be negative" % key, step, "kubernetes")
-    return number
 
 
 def _quantity(number: float) -> str:

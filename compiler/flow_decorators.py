@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from hashlib import sha1
 
-from . import ir, naming, usertext
+from . import ir, naming, rules, usertext
 from .errors import CompileError
 
 EVENT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -42,6 +42,7 @@ def schedule(flow_decorators) -> ir.Schedule | None:
         )
     if cron is None:  # @schedule(daily=False): no CronWorkflow, as core
         return None
+    rules.cron(cron)
     timezone = getattr(deco, "timezone", None) or deco.attributes.get("timezone") or None
     return ir.Schedule(cron=" ".join(str(cron).split()[:5]), timezone=timezone)
 

@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import json
+import re
 
 from . import ir
 from .errors import CompileError
 
 # Argo would shadow these with its own parameters; core reserves the same name.
 _RESERVED = {"script"}
+# What both Argo (parameter names) and click (option names) accept, ASCII only.
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 
 
 def workflow_parameters(flow, scheduled: bool) -> tuple[ir.Parameter, ...]:
     """Each Parameter as an Argo parameter holding the string a user would type on the CLI."""
     from metaflow.parameters import deploy_time_eval
 
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     out = []
     for _, param in flow._get_parameters():
-        norm = param.name.lower()
+        if not _NAME.match(param.name):
+            raise CompileError(
+                "parameter name *%s* must be ASCII letters, digits, '_' and '-' (Argo's and click's rule)"
+                % param.name
+            )
+        norm = param.name.lower().replace("-", "_")  # both give the env var METAFLOW_INIT_<NAME>
         if norm in seen:
-            raise CompileError("parameter *%s* is declared twice (names are case-insensitive)" % param.name)
-        seen.add(norm)
+            raise CompileError(
+                "parameters *%s* and *%s* would both be read from METAFLOW_INIT_%s (names are "
+                "case-insensitive and '-' is '_')" % (seen[norm], param.name, norm.upper())
+            )
+        seen[norm] = param.name
         if param.IS_CONFIG_PARAMETER:
             continue
         if norm in _RESERVED:

@@ -10,3 +10,8 @@ STEP_DECORATORS_DESC = [
 ]
 # Metaflow's Deployer API (`Deployer(...).argo_workflows()`) drives mfargo's commands.
 DEPLOYER_IMPL_PROVIDERS_DESC = [("argo-workflows", ".deployer.MfargoArgoWorkflowsDeployer")]
+
+# A flow file whose import raises: one line for `argo-workflows` commands (cli_errors.py).
+from .cli_errors import install  # noqa: E402
+
+install()

@@ -1,0 +1,172 @@
+"""The bad-input catalogue: each case must exit != 0 with one `mfargo:` line naming the
+step/decorator (or the option/parameter), print no traceback, and leave an existing output
+file byte for byte unchanged. Compiles run two at a time in one test (each is a process:
+the errors come from Metaflow's and click's own code as much as from mfargo's)."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from flowtools import EXAMPLE_ARGS, compile_file
+
+FLOW = """
+from metaflow import (FlowSpec, Parameter, step, kubernetes, resources, retry, timeout, catch,
+                      environment, schedule, batch)
+%(prelude)s
+%(flow_deco)s
+class BadFlow(FlowSpec):
+%(params)s
+    %(deco)s
+    @step
+    def start(self):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    BadFlow()
+"""
+
+K, S = "step *start* @kubernetes", "step *start* @"
+
+
+def deco(text, where):
+    return {"deco": text, "where": where}
+
+
+CASES = {
+    # @kubernetes: Metaflow's own init/step_init errors and mfargo's rules
+    "cpu abc": deco("@kubernetes(cpu='abc')", K),
+    "cpu negative": deco("@kubernetes(cpu=-1)", K),
+    "cpu nan": deco("@kubernetes(cpu='nan')", K),
+    "cpu inf": deco("@kubernetes(cpu='inf')", K),
+    "memory lots": deco("@kubernetes(memory='lots')", K),
+    "memory 4Gi": deco("@kubernetes(memory='4Gi')", K),
+    "memory 1e30": deco("@kubernetes(memory=1e30)", K),
+    "memory negative": deco("@kubernetes(memory=-5)", K),
+    "disk big": deco("@kubernetes(disk='big')", K),
+    "disk negative": deco("@kubernetes(disk=-1)", K),
+    "tmpfs size x": deco("@kubernetes(use_tmpfs=True, tmpfs_size='x')", K),
+    "tmpfs path relative": deco("@kubernetes(use_tmpfs=True, tmpfs_path='rel')", K),
+    "labels list": deco("@kubernetes(labels=['a'])", K),
+    "label key": deco("@kubernetes(labels={'bad key!': 'v'})", K),
+    "label value": deco("@kubernetes(labels={'a': 'bad value!'})", K),
+    "label value 64 chars": deco("@kubernetes(labels={'a': 'v' * 64})", K),
+    "label int": deco("@kubernetes(labels={'a': 1})", K),
+    "label argo tag": deco("@kubernetes(labels={'a': '{{workflow.name}}'})", K),
+    "annotation int": deco("@kubernetes(annotations={'a': 1})", K),
+    "annotation key": deco("@kubernetes(annotations={'bad key!': 'x'})", K),
+    "annotation argo expression": deco("@kubernetes(annotations={'a': '{{=sprig.env(\"HOME\")}}'})", K),
+    "node selector key": deco("@kubernetes(node_selector={'bad key!': 'x'})", K),
+    "node selector string": deco("@kubernetes(node_selector='novalue')", K),
+    "secret name": deco("@kubernetes(secrets=['Bad_Name!'])", K),
+    "secrets int": deco("@kubernetes(secrets=123)", K),
+    "image blank": deco("@kubernetes(image=' ')", K),
+    "image argo tag": deco("@kubernetes(image='python:{{workflow.name}}')", K),
+    "port http": deco("@kubernetes(port='http')", K),
+    "port too big": deco("@kubernetes(port=70000)", K),
+    "gpu negative": deco("@kubernetes(gpu=-1)", K),
+    "gpu fraction": deco("@kubernetes(gpu=1.5)", K),
+    "pvc string": deco("@kubernetes(persistent_volume_claims='x')", K),
+    "pvc name": deco("@kubernetes(persistent_volume_claims={'Bad!': '/data'})", K),
+    "pvc relative path": deco("@kubernetes(persistent_volume_claims={'data': 'rel'})", K),
+    "security context bogus": deco("@kubernetes(security_context={'bogus': 1})", K),
+    "service account": deco("@kubernetes(service_account='Bad SA')", K),
+    "qos": deco("@kubernetes(qos='fast')", K),
+    "gpu vendor": deco("@kubernetes(gpu_vendor='intel')", K),
+    "namespace other": deco("@kubernetes(namespace='other')", K),
+    # @resources
+    "resources cpu negative": deco("@resources(cpu=-1)", S + "resources"),
+    "resources memory lots": deco("@resources(memory='lots')", S + "resources"),
+    "resources cpu inf": deco("@resources(cpu='inf')", S + "resources"),
+    # @timeout, @retry, @catch
+    "timeout negative": deco("@timeout(seconds=-5)", S + "timeout"),
+    "timeout x": deco("@timeout(seconds='x')", S + "timeout"),
+    "timeout minutes negative": deco("@timeout(minutes=-1)", S + "timeout"),
+    "retry negative": deco("@retry(times=-1)", S + "retry"),
+    "retry x": deco("@retry(times='x')", S + "retry"),
+    "retry minutes x": deco("@retry(minutes_between_retries='x')", S + "retry"),
+    "retry minutes negative": deco("@retry(minutes_between_retries=-1)", S + "retry"),
+    "catch var": deco("@catch(var='bad name')", S + "catch"),
+    # @environment
+    "environment vars string": deco("@environment(vars='x')", S + "environment"),
+    "environment name": deco("@environment(vars={'1 BAD=': 'v'})", S + "environment"),
+    "environment argo tag": deco("@environment(vars={'A': '{{workflow.parameters.who}}'})", S + "environment"),
+    "environment argo expression": deco("@environment(vars={'A': '{{=sprig.env(\"HOME\")}}'})", S + "environment"),
+    # other platforms
+    "batch": deco("@batch", S + "batch"),
+    # Parameters: click's and Argo's name rules, env collisions, argo tags
+    "param space": {"params": "    p = Parameter('my param', default=1)", "where": "parameter *my param*"},
+    "param dot": {"params": "    p = Parameter('a.b', default=1)", "where": "parameter *a.b*"},
+    "param braces": {"params": "    p = Parameter('x}}y', default=1)", "where": "parameter"},
+    "param non-ascii": {"params": "    p = Parameter('na\u00efve', default=1)", "where": "parameter"},
+    "param env collision": {"params": "    p = Parameter('a-b', default=1)\n    q = Parameter('a_b', default=2)",
+                            "where": "METAFLOW_INIT_A_B"},
+    "param reserved": {"params": "    p = Parameter('script', default=1)", "where": "parameter name *script*"},
+    "param default argo tag": {"params": "    p = Parameter('p', default='{{workflow.name}}')", "where": "parameter p"},
+    "param help argo tag": {"params": "    p = Parameter('p', default='x', help='see {{x}}')", "where": "parameter p"},
+    # flow level
+    "cron": {"flow_deco": "@schedule(cron='not a cron')", "where": "@schedule"},
+    "import raises": {"prelude": "raise RuntimeError('broken import')", "where": "flow.py line"},
+    "import name error": {"prelude": "undefined_name_here", "where": "flow.py line"},
+    # create options
+    "tag empty": {"args": ("--tag", ""), "where": "--tag"},
+    "tag too long": {"args": ("--tag", "x" * 1000), "where": "--tag"},
+    "tag argo tag": {"args": ("--tag", "x{{workflow.parameters.p2}}"), "where": "--tag"},
+    "max workers 0": {"args": ("--max-workers", "0"), "where": "--max-workers"},
+    "max workers negative": {"args": ("--max-workers", "-1"), "where": "--max-workers"},
+    "workflow timeout negative": {"args": ("--workflow-timeout", "-5"), "where": "--workflow-timeout"},
+    "workflow timeout zero": {"args": ("--workflow-timeout", "0"), "where": "--workflow-timeout"},
+}
+
+
+def _source(case: dict) -> str:
+    return FLOW % {
+        "prelude": case.get("prelude", ""),
+        "flow_deco": case.get("flow_deco", ""),
+        "params": case.get("params", "    pass_ = Parameter('pass_', default=1)"),
+        "deco": case.get("deco", ""),
+    }
+
+
+def _run(tmp_path, name: str, case: dict) -> str | None:
+    """None if the case behaves, else what went wrong."""
+    where = tmp_path / name.replace(" ", "_")
+    where.mkdir()
+    flow = where / "flow.py"
+    flow.write_text(_source(case))
+    out = where / "out.yaml"
+    out.write_bytes(b"existing: file\n")
+    os.chmod(out, 0o640)
+    proc = compile_file(flow, "--output-file", str(out), "--code-in-image", "/app", *case.get("args", ()),
+                        top_args=EXAMPLE_ARGS, check=False)
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("mfargo:")]
+    problems = []
+    if proc.returncode == 0:
+        problems.append("exit 0")
+    if len(lines) != 1:
+        problems.append("%d mfargo lines" % len(lines))
+    elif case["where"] not in lines[0]:
+        problems.append("line does not name %r" % case["where"])
+    if "Traceback" in proc.stderr or "internal error" in proc.stderr:
+        problems.append("traceback/internal error")
+    if out.read_bytes() != b"existing: file\n" or (os.stat(out).st_mode & 0o777) != 0o640:
+        problems.append("output file changed")
+    if sorted(p.name for p in where.iterdir() if p.name not in ("flow.py", "out.yaml", ".metaflow")):
+        problems.append("left files behind")
+    if problems:
+        return "%s: %s\n    %s" % (name, ", ".join(problems), proc.stderr.strip().splitlines()[-1:] or "")
+    return None
+
+
+def test_catalogue_is_large():
+    assert len(CASES) >= 60
+
+
+def test_every_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda item: _run(tmp_path, *item), CASES.items()))
+    failures = [r for r in results if r]
+    assert not failures, "\n".join(failures)
