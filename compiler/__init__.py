@@ -23,7 +23,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
     """Build the IR for ``flow``; raises CompileError naming the step at fault."""
     _check_options(options)
     shapes = graphs.analyse(graph)
-    gangs = _gangs(shapes, graph)
+    gangs = _gangs(shapes, graph, options)
     steps = {}
     for name, shape in shapes.items():
         node = graph[name]
@@ -73,13 +73,15 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
     )
 
 
-def _gangs(shapes: dict, graph) -> dict[str, ir.Gang]:
+def _gangs(shapes: dict, graph, options: CompileOptions) -> dict[str, ir.Gang]:
     """Each @parallel step's Gang, with the placement its @jobset asks for."""
     gangs = {}
     for shape in shapes.values():
         if isinstance(shape.inputs, ir.Gang):
             gang = shape.inputs
-            gangs[gang.step] = replace(gang, placement=decos.placement(graph[gang.step].decorators))
+            decorators = graph[gang.step].decorators
+            compute = decos.compute(gang.step, decorators, options.default_image, options.namespace)
+            gangs[gang.step] = replace(gang, placement=decos.placement(gang.step, decorators, compute))
     return gangs
 
 

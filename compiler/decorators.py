@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from . import ir
 from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR
@@ -141,7 +142,8 @@ def retry(step: str, decorators) -> ir.Retry:
     return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes)
 
 
-def placement(decorators) -> ir.GangPlacement:
+def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
+    """@jobset of a gang step; ``compute`` is the step's pod, which the control may change."""
     deco = _find(decorators, "jobset")
     if deco is None:
         return ir.GangPlacement()
@@ -150,7 +152,33 @@ def placement(decorators) -> ir.GangPlacement:
         exclusive_topology=deco.attributes.get("exclusive_topology") or None,
         max_restarts=int(deco.attributes.get("max_restarts") or 0),
         retry_on=_retry_on(deco),
+        control=_control(step, deco, compute),
     )
+
+
+def _control(step: str, deco, compute: ir.Compute) -> ir.Compute | None:
+    """The step's pod with @jobset(control=...)'s keys applied (None when there are none)."""
+    from metaflow_extensions.mfargo.plugins.jobset_decorator import control
+
+    attrs = control(deco.attributes.get("control"), step)
+    if not attrs:
+        return None
+    changes: dict = {}
+    if attrs.get("cpu") is not None:
+        changes["cpu"] = _quantity(_number(step, "cpu", attrs["cpu"]))
+    if attrs.get("memory") is not None:
+        changes["memory_mb"] = int(_number(step, "memory", attrs["memory"]))
+    if attrs.get("gpu") is not None:
+        changes["gpu"] = int(_number(step, "gpu", attrs["gpu"]))
+    if attrs.get("disk") is not None:
+        changes["disk_mb"] = int(_number(step, "disk", attrs["disk"]))
+    if attrs.get("image"):
+        changes["image"] = str(attrs["image"])
+    if attrs.get("node_selector") is not None:
+        changes["node_selector"] = tuple(sorted(_as_dict(step, attrs["node_selector"]).items()))
+    if attrs.get("tolerations") is not None:
+        changes["tolerations"] = tuple(_toleration(step, t) for t in attrs["tolerations"])
+    return replace(compute, **changes)
 
 
 def _retry_on(deco) -> tuple[str, ...]:

@@ -127,6 +127,7 @@ class GangPlacement:
     exclusive_topology: str | None = None
     max_restarts: int = 0
     retry_on: tuple[str, ...] = contract.RETRY_ON_DEFAULT  # pod failures that restart the gang
+    control: Compute | None = None  # the control pod's own size/image/placement; None: the step's
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

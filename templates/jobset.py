@@ -69,7 +69,11 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     if placement.exclusive_topology:
         jobset_annotations = {**annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}
     shared_env = _shared_env(step, wf, name)
-    container, pod_spec = _pod(step, wf, name)
+    command = pod_command.gang_script(step, wf)
+    container, pod_spec = _pod(step, step.compute, command, name)
+    # Per-role pods: the control may have its own size, image and placement (@jobset(control=...)).
+    control, control_spec = (container, pod_spec) if placement.control in (None, step.compute) else \
+        _pod(step, placement.control, command, name)
     pod_failure = gang_policy.pod_failure_policy(placement, container["name"])
     # No metadata.namespace: the JobSet lives in the Workflow's namespace, as its owner must.
     return {
@@ -84,7 +88,7 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
             "failurePolicy": gang_policy.failure_policy(placement),
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
-                _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, pod_spec, pod_failure, container,
+                _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, control_spec, pod_failure, control,
                      shared_env + _role_env(True)),
                 _job(JobSetKey.WORKER_JOB, gang.WORKER_REPLICAS, pod_metadata, pod_spec, pod_failure, container,
                      shared_env + _role_env(False)),
@@ -126,16 +130,16 @@ def _annotation_ref(name: str, key: str) -> dict:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['%s']" % key}}}
 
 
-def _pod(step: ir.Step, wf: ir.Workflow, jobset: str) -> tuple[dict, dict]:
-    """The parts of container and pod spec that control and worker share."""
-    compute = step.compute
+def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) -> tuple[dict, dict]:
+    """Container and pod spec of a gang pod (the same objects for both roles unless the
+    control has its own ``compute``)."""
     vols, mounts, extra_env = common.volumes(compute, with_outputs=False)
     container = emit.plain(
         m.Container(
             name=wiring.task_name(step.name),
             image=compute.image,
             image_pull_policy=compute.image_pull_policy,
-            command=pod_command.gang_script(step, wf),
+            command=command,
             env_from=common.env_from(compute),
             resources=common.resources(compute),
             volume_mounts=mounts or None,

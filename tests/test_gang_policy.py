@@ -85,3 +85,10 @@ def test_runner_fault_annotation():
     assert (oom.exit_code, oom.reason, oom.conditions) == (137, "OOMKilled", [])
     with pytest.raises(ValueError):
         job_policy.faults({job_policy.FAULTS_ANNOTATION: "worker@0=preempt"})
+
+
+@pytest.mark.parametrize("bad", ["big", {"cpu": 4, "colour": "red"}])
+def test_bad_control_is_one_line(bad):
+    with pytest.raises(MetaflowException) as err:
+        jobset_decorator.control(bad, "train")
+    assert "@jobset(control=...)" in str(err.value) and "*train*" in str(err.value) and "\n" not in str(err.value)

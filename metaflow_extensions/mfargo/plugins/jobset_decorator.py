@@ -1,6 +1,7 @@
 """`@jobset(...)`: how a @parallel step's gang is placed and restarted on Kubernetes.
 
-    @jobset(queue="team-a", exclusive_topology="cloud.google.com/gke-nodepool", max_restarts=2)
+    @jobset(queue="team-a", exclusive_topology="cloud.google.com/gke-nodepool", max_restarts=2,
+            control={"cpu": 4, "memory": 16384, "gpu": 0})
     @parallel
     @step
     def train(self): ...
@@ -16,6 +17,9 @@
   eviction, node drain), ``killed`` (exit 137), ``terminated`` (exit 143), ``error``
   (any other non-zero exit: the user's code). Default: all but ``error``, so a bug fails
   the JobSet at once and Argo's ``@retry`` takes over.
+* ``control``: the control pod's own ``cpu``, ``memory``, ``gpu``, ``disk`` (as in
+  ``@kubernetes``), ``image``, ``node_selector`` and ``tolerations``; workers keep the
+  step's. Rank roles, ``current.parallel`` and the env stay the same.
 
 Read at compile time by mfargo; in pods it does nothing.
 """
@@ -28,7 +32,7 @@ from . import pod_contract as contract
 
 class JobSetDecorator(StepDecorator):
     name = "jobset"
-    defaults = {"queue": None, "exclusive_topology": None, "max_restarts": 0, "retry_on": None}
+    defaults = {"queue": None, "exclusive_topology": None, "max_restarts": 0, "retry_on": None, "control": None}
 
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         if not any(getattr(d, "IS_PARALLEL", False) for d in decorators):
@@ -40,6 +44,7 @@ class JobSetDecorator(StepDecorator):
         if restarts < 0:
             raise MetaflowException("@jobset(max_restarts=...) must be a whole number >= 0 (step *%s*)" % step_name)
         retry_on(self.attributes["retry_on"], step_name)
+        control(self.attributes["control"], step_name)
 
 
 def retry_on(value, step_name):
@@ -53,3 +58,18 @@ def retry_on(value, step_name):
             % (", ".join(contract.RETRY_ON_CHOICES), value, step_name)
         )
     return tuple(c for c in contract.RETRY_ON_CHOICES if c in items)
+
+
+CONTROL_KEYS = ("cpu", "memory", "gpu", "disk", "image", "node_selector", "tolerations")
+
+
+def control(value, step_name):
+    """@jobset(control={...}) as a dict of known keys ({} when unset); one-line error otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or set(value) - set(CONTROL_KEYS):
+        raise MetaflowException(
+            "@jobset(control=...) takes a dict with keys among %s, not %r (step *%s*)"
+            % (", ".join(CONTROL_KEYS), value, step_name)
+        )
+    return dict(value)
