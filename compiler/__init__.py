@@ -174,6 +174,10 @@ def _annotations(graph, options: CompileOptions) -> tuple[tuple[str, str], ...]:
         ]
     if options.code_in_image:
         out.append((Label.CODE_DIR, options.code_in_image))
+    if options.title:
+        out.append((Label.TITLE, options.title))
+    if options.description:
+        out.append((Label.DESCRIPTION, options.description))
     if options.tags:
         import json
 

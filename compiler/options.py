@@ -29,3 +29,5 @@ class CompileOptions:
     project: tuple[tuple[str, str], ...] = ()  # project_name, branch_name, project_flow_name
     default_image: str = "python:3.11"
     jobset_ttl_seconds: int = 3600
+    title: str | None = None  # --workflow-title: Argo UI annotation
+    description: str | None = None  # --workflow-description: Argo UI annotation

@@ -64,7 +64,7 @@ for s in run:
             "stdout": t.stdout, "stderr": t.stderr,
             "lines": [line for _, line in t.loglines("stdout")],
         }
-print(json.dumps(out))
+print(json.dumps({"tasks": out, "system_tags": sorted(run.system_tags)}))
 """
 
 
@@ -78,7 +78,7 @@ def logs_run(s3_server, tmp_path_factory):
 
 
 def _by_step(got: dict, step: str) -> dict:
-    return {k.split("/")[1]: v for k, v in got.items() if k.split("/")[0] == step}
+    return {k.split("/")[1]: v for k, v in got["tasks"].items() if k.split("/")[0] == step}
 
 
 def test_linear_step_logs_both_streams_and_its_init(logs_run):
@@ -105,6 +105,12 @@ def test_every_rank_of_a_gang_of_three_has_its_own_logs(logs_run):
     assert by_rank == {"rank %d of 3" % i: "rank %d stderr" % i for i in range(3)}
     control = [v for k, v in ranks.items() if k.startswith("control-")]
     assert control and control[0]["stdout"].strip() == "rank 0 of 3"
+
+
+def test_runs_are_tagged_runtime_argo_workflows(logs_run):
+    _, _, _, got = logs_run
+    assert "runtime:argo-workflows" in got["system_tags"], got["system_tags"]
+    assert "runtime:dev" not in got["system_tags"]
 
 
 def test_output_still_reaches_the_pods_own_log(logs_run):
@@ -146,7 +152,7 @@ class FailFlow(FlowSpec):
         raise ValueError("boom went the step")
         self.next(self.join)
 
-    @timeout(seconds=4)
+    @timeout(seconds=15)
     @step
     def slow(self):
         print("slow starts", flush=True)
@@ -170,7 +176,8 @@ if __name__ == "__main__":
 def failed_run(s3_server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fail")
     c = compile_flow(tmp, mf_env_for(s3_server, tmp), FAILING_FLOW)
-    result, rec = c.run(timeout=120)
+    # Kubernetes' default grace period after SIGTERM is 30 s; the runner's default is 2 s.
+    result, rec = c.run(timeout=120, kill_grace=10)
     assert result.status == "Failed", tail(result, rec)
     return c, result, rec, c.client(READ_LOGS, "FailFlow/" + result.run_id)
 

@@ -69,8 +69,8 @@ def _check_graph(obj):
 @click.option("--graph", is_flag=True, default=False, help="Print the compiled DAG as a Mermaid flowchart.")
 @click.option("--no-cache", is_flag=True, default=False,
               help="Compile from scratch: neither read nor write mfargo's cache of compiled text.")
-@click.option("--notify-on-error", is_flag=True, default=False, help="Notify when a run fails.")
-@click.option("--notify-on-success", is_flag=True, default=False, help="Notify when a run succeeds.")
+@click.option("--notify-on-error/--no-notify-on-error", default=False, help="Notify when a run fails.")
+@click.option("--notify-on-success/--no-notify-on-success", default=False, help="Notify when a run succeeds.")
 @click.option("--notify-slack-webhook-url-secret", default=None, metavar="SECRET[:KEY]",
               help="Kubernetes Secret (key, default `url`) holding the Slack webhook URL.")
 @click.option("--notify-pager-duty-integration-key-secret", default=None, metavar="SECRET[:KEY]",
@@ -82,6 +82,12 @@ def _check_graph(obj):
 @click.option("--notify-image", default=None, help="Image of the notification pods (needs python3; default: start step's).")
 @click.option("--notify-slack-webhook-url", default=None, hidden=True)
 @click.option("--notify-pager-duty-integration-key", default=None, hidden=True)
+@click.option("--notify-incident-io-api-key", default=None, hidden=True)
+@click.option("--workflow-title", default=None, help="Title shown by the Argo Workflows UI (annotation).")
+@click.option("--workflow-description", default=None, help="Description shown by the Argo Workflows UI (annotation).")
+@click.option("--auto-emit-argo-events/--no-auto-emit-argo-events", default=None, hidden=True)
+@click.option("--enable-heartbeat-daemon/--no-enable-heartbeat-daemon", default=None, hidden=True)
+@click.option("--enable-error-msg-capture/--no-enable-error-msg-capture", default=None, hidden=True)
 @click.option("--authorize", default=None,
               help="Authorize this deployment with the production token of the deployed version "
                    "(cached in METAFLOW_HOME, so needed once).")
@@ -97,7 +103,9 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
            notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
-           notify_pager_duty_integration_key, authorize, generate_new_token, given_token, deployer_attribute_file):
+           notify_pager_duty_integration_key, notify_incident_io_api_key, workflow_title, workflow_description,
+           auto_emit_argo_events, enable_heartbeat_daemon, enable_error_msg_capture, authorize, generate_new_token,
+           given_token, deployer_attribute_file):
     from metaflow.exception import MetaflowException
 
     from mfargo import cache, output, pipeline
@@ -105,16 +113,21 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
     from mfargo.errors import UserError
 
     try:
-        if notify_slack_webhook_url or notify_pager_duty_integration_key:
+        if notify_slack_webhook_url or notify_pager_duty_integration_key or notify_incident_io_api_key:
             raise CompileError(
                 "a webhook URL or key would be written into the YAML: put it in a Kubernetes Secret and pass "
-                "--notify-slack-webhook-url-secret / --notify-pager-duty-integration-key-secret SECRET[:KEY]"
+                "--notify-slack-webhook-url-secret / --notify-pager-duty-integration-key-secret / "
+                "--notify-incident-io-api-key-secret SECRET[:KEY]"
             )
+        inputs.refuse_unsupported(auto_emit_argo_events=auto_emit_argo_events,
+                                  enable_heartbeat_daemon=enable_heartbeat_daemon,
+                                  enable_error_msg_capture=enable_error_msg_capture)
         if check and not output_file:
             raise CompileError("--check compares with a file: give --output-file FILE")
         deploying = not (only_yaml or only_json or output_file or graph)
         options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
                                          workflow_priority)
+        options = replace(options, title=workflow_title, description=workflow_description)
         token_request = (authorize, given_token, generate_new_token)
         deployment = _deployment(obj, deploying, token_request) if deploying or given_token or generate_new_token \
             else None

@@ -74,6 +74,26 @@ def with_deployment_options(workflow, cron_field, emit_workflow, service_account
     return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
 
 
+# Core's `create` options mfargo does not implement, and why (core's defaults: on, off, on).
+# Only turning them on is refused; the --no-... form is what mfargo does.
+UNSUPPORTED = {
+    "auto_emit_argo_events": "--auto-emit-argo-events: mfargo's pods publish no Argo Event when a step succeeds "
+                             "(a @trigger_on_finish flow cannot follow this one); pass --no-auto-emit-argo-events",
+    "enable_heartbeat_daemon": "--enable-heartbeat-daemon: mfargo runs no heartbeat daemon (it only feeds "
+                               "Metaflow's metadata service); leave it out",
+    "enable_error_msg_capture": "--enable-error-msg-capture: mfargo adds no error-capture exit hook; a failed "
+                                "task's error is in its Metaflow logs (flow.py logs) and the pod's log",
+}
+
+
+def refuse_unsupported(**given) -> None:
+    from mfargo.compiler import CompileError
+
+    for option, value in given.items():
+        if value:
+            raise CompileError(UNSUPPORTED[option])
+
+
 def flow_decorators(flow):
     return [d for decos in flow._flow_decorators.values() for d in decos]
 
@@ -98,7 +118,7 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
         ("METAFLOW_%s" % key, str(getattr(metaflow_config, key)))
         for key in POD_CONFIG
         if getattr(metaflow_config, key, None)
-    )
+    ) + runtime_env(obj.metadata)
     return CompileOptions(
         name=obj.workflow_name_option,
         namespace=metaflow_config.KUBERNETES_NAMESPACE or None,
@@ -117,6 +137,14 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
         project=tuple(sorted(project.items())),
         default_image=_default_image(),
     )
+
+
+def runtime_env(metadata) -> tuple[tuple[str, str], ...]:
+    """What the metadata provider sets in core's Argo pods (METAFLOW_RUNTIME_NAME: runs are
+    tagged runtime:argo-workflows). Not USER, the compiling user's login: pods run as
+    METAFLOW_USER=argo-workflows, and the YAML must not depend on who compiled it."""
+    env = metadata.get_runtime_environment("argo-workflows")
+    return tuple((k, str(v)) for k, v in env.items() if k != "USER" and v is not None)
 
 
 def _default_image() -> str:

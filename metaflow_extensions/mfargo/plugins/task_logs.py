@@ -97,6 +97,11 @@ class Uploader:
         from metaflow.mflog import update_delay
 
         start = time.monotonic()
+        with self._lock:
+            try:
+                self._task_store()  # ready now, so a save after SIGTERM fits in a short grace period
+            except Exception:
+                pass  # save() reports it
         while not done.wait(update_delay(time.monotonic() - start)):
             self.save(final=False)
 
