@@ -1,24 +1,70 @@
-"""Compile generated flows of 10, 100 and 1,000 steps; print seconds and YAML bytes.
+"""mfargo, Metaflow core's own Argo compiler and Metaflow's floor, side by side in one run.
 
-Each block of 10 steps has a foreach and a @parallel gang; the first 5 blocks also a
-static split/join (Metaflow's own FlowGraph walks every path, so a long chain of
-split/joins grows as 2^blocks before mfargo even starts).
-Seconds are wall time of `python flow.py argo-workflows create --only-yaml` (Metaflow's
-own start-up included), best of 3.
+For a small gang flow and generated flows of about 100, 500 and 900 steps, each measured
+as CPU seconds (user + system of the whole process, Metaflow's start-up included), median of
+--runs runs:
+* floor: `python flow.py show` (import Metaflow, build the graph, run the CLI);
+* core: `python flow.py argo-workflows create --only-json` with mfargo's extension disabled
+  (core_offline.py stands in for the code-package upload; the package is still built);
+* mfargo: `python flow.py argo-workflows create --only-yaml --no-cache` (package built too);
+* mfargo --check, cache warm: `create --output-file F --check` after F was written.
+Ratios: (mfargo - floor) / (core - floor), and each over the floor. Bytes: the
+WorkflowTemplate alone as compact JSON (mfargo's --only-json vs core's --only-json).
 
-    python benchmarks/compile_scale.py [10 100 1000]
+Generated flows: blocks of 10 steps, each with a foreach and a @parallel gang; the first 5
+blocks also a static split/join (Metaflow's FlowGraph walks every path, so more of those
+would grow as 2^blocks inside Metaflow; its graph walk also recurses once per step, so
+about 1,000 steps is Metaflow's own limit).
+
+    python benchmarks/compile_scale.py [--runs 5] [gang 100 500 900]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+TOP = ["--datastore=s3", "--datastore-root=s3://bench/mf"]
 SPLIT_BLOCKS = 5
+
+GANG_FLOW = '''
+from metaflow import FlowSpec, kubernetes, parallel, step
+
+
+class GangFlow(FlowSpec):
+    """A small gang: start, a 4-node @parallel step, its join, end."""
+
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=4)
+
+    @kubernetes(cpu=1, memory=2048)
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangFlow()
+'''
+
 BLOCK = """
     @step
     def s{i}(self):
@@ -52,7 +98,7 @@ BLOCK = """
 """
 
 
-def flow_source(steps: int) -> str:
+def big_flow(steps: int) -> tuple[str, int]:
     blocks = max(1, (steps - 2) // 10)
     body = ["from metaflow import FlowSpec, step, parallel", "class Big(FlowSpec):",
             "    @step", "    def start(self):", "        self.next(self.s0)"]
@@ -66,29 +112,68 @@ def flow_source(steps: int) -> str:
     return "\n".join(body) + "\n", blocks * 10 + 2
 
 
-def measure(steps: int) -> tuple[int, float, int]:
-    source, real_steps = flow_source(steps)
+def cpu_seconds(cmd: list[str], cwd: Path, env: dict, stdout=subprocess.DEVNULL) -> tuple[float, bytes]:
+    """User + system CPU of one child process (and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit("failed (%d): %s\n%s" % (proc.returncode, " ".join(cmd), proc.stderr.decode()[-2000:]))
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
+
+
+def median_cpu(cmd, cwd, env, runs) -> float:
+    return statistics.median(cpu_seconds(cmd, cwd, env)[0] for _ in range(runs))
+
+
+def template_bytes(json_text: bytes) -> int:
+    return len(json.dumps(json.loads(json_text), separators=(",", ":")).encode())
+
+
+def measure(source: str, runs: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "big.py"
-        path.write_text(source)
-        env = dict(os.environ, USER="bench", AWS_EC2_METADATA_DISABLED="true")
-        cmd = [sys.executable, "big.py", "--datastore=s3", "--datastore-root=s3://bench/mf",
-               "argo-workflows", "create", "--only-yaml", "--code-in-image", "/app"]
-        best, size = float("inf"), 0
-        for _ in range(3):
-            start = time.perf_counter()
-            out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, check=True).stdout
-            best = min(best, time.perf_counter() - start)
-            size = len(out)
-    return real_steps, best, size
+        tmp = Path(tmp)
+        (tmp / "flow.py").write_text(source)
+        (tmp / "no-extensions").mkdir()
+        env = dict(os.environ, USER="bench", AWS_EC2_METADATA_DISABLED="true", METAFLOW_HOME=str(tmp / "home"),
+                   MFARGO_CACHE_DIR=str(tmp / "cache"))
+        core_env = dict(env, METAFLOW_EXTENSIONS_SEARCH_DIRS=str(tmp / "no-extensions"))
+        py = sys.executable
+        create = [py, "flow.py", *TOP, "argo-workflows", "create"]
+        core_cmd = [py, str(HERE / "core_offline.py"), "flow.py", *TOP, "argo-workflows", "create", "--only-json"]
+        out = {
+            "floor": median_cpu([py, "flow.py", *TOP, "show"], tmp, env, runs),
+            "core": median_cpu(core_cmd, tmp, core_env, runs),
+            "mfargo": median_cpu(create + ["--only-yaml", "--no-cache"], tmp, env, runs),
+        }
+        # Written from --only-yaml: --output-file would upload the code package (no S3 here).
+        (tmp / "flow.yaml").write_bytes(cpu_seconds(create + ["--only-yaml"], tmp, env)[1])
+        out["check"] = median_cpu(create + ["--output-file", "flow.yaml", "--check"], tmp, env, runs)
+        out["core_bytes"] = template_bytes(cpu_seconds(core_cmd, tmp, core_env)[1])
+        out["mfargo_bytes"] = template_bytes(cpu_seconds(create + ["--only-json", "--no-cache"], tmp, env)[1])
+        return out
 
 
 def main(argv: list[str]) -> None:
-    sizes = [int(a) for a in argv] or [10, 100, 1000]
-    print("%8s %10s %12s %12s" % ("steps", "seconds", "YAML bytes", "bytes/step"))
-    for n in sizes:
-        steps, seconds, size = measure(n)
-        print("%8d %10.2f %12d %12d" % (steps, seconds, size, size // steps))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("flows", nargs="*", default=["gang", "100", "500", "900"])
+    args = parser.parse_args(argv)
+    print("CPU seconds, median of %d; ratios over the floor (show)" % args.runs)
+    print("%-8s %5s %6s %6s %6s %7s | %11s %8s %8s %8s | %9s %9s %6s" % (
+        "flow", "steps", "floor", "core", "mfargo", "check", "mf-fl/co-fl", "mf/fl", "core/fl", "check/fl",
+        "core WT B", "mfargo B", "ratio"))
+    for name in args.flows:
+        if name == "gang":
+            source, steps = GANG_FLOW, 4
+        else:
+            source, steps = big_flow(int(name))
+        m = measure(source, args.runs)
+        over = (m["mfargo"] - m["floor"]) / (m["core"] - m["floor"])
+        print("%-8s %5d %6.2f %6.2f %6.2f %7.2f | %11.2f %8.2f %8.2f %8.2f | %9d %9d %6.2f" % (
+            name, steps, m["floor"], m["core"], m["mfargo"], m["check"], over, m["mfargo"] / m["floor"],
+            m["core"] / m["floor"], m["check"] / m["floor"], m["core_bytes"], m["mfargo_bytes"],
+            m["mfargo_bytes"] / m["core_bytes"]), flush=True)
 
 
 if __name__ == "__main__":

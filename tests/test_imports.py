@@ -1,0 +1,117 @@
+"""Import structure: no cycles between mfargo's modules; an offline compile imports nothing
+for deploying; a compile the cache answers imports neither hera nor the schemas."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from flowtools import REPO, clean_env, write_flow
+
+# Source folder -> the package it installs as (pyproject's package-dir).
+PACKAGES = {
+    "mfargo": "mfargo",
+    "compiler": "mfargo.compiler",
+    "templates": "mfargo.templates",
+    "runner": "mfargo.runner",
+    "metaflow_extensions/mfargo/plugins": "metaflow_extensions.mfargo.plugins",
+}
+
+
+def project_modules() -> dict[str, Path]:
+    out = {}
+    for folder, package in PACKAGES.items():
+        for path in (REPO / folder).rglob("*.py"):
+            rel = path.relative_to(REPO / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            if "site" in parts:  # runner/site: copied into pods, not imported here
+                continue
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def module_level_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Project modules `name` imports when it is first imported (function-level imports are
+    deferred on purpose and cannot close a cycle at import time)."""
+    is_package = path.name == "__init__.py"
+    base = name if is_package else name.rpartition(".")[0]
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base.rsplit(".", node.level - 1)[0] if node.level > 1 else base
+                module = anchor + ("." + node.module if node.module else "")
+            else:
+                module = node.module or ""
+            targets = [module + "." + a.name for a in node.names] + [module]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):  # a parent is already loading
+                found.add(target)
+    return found
+
+
+def test_no_import_cycle():
+    modules = project_modules()
+    graph = {name: module_level_imports(name, path, modules) for name, path in modules.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert "mfargo.deploy" in graph and "metaflow_extensions.mfargo.plugins.argo_cli" in graph
+
+
+FLOW = """
+from metaflow import FlowSpec, step
+
+
+class ImportFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    ImportFlow()
+"""
+
+
+def imported(flow: Path, *args: str, env: dict) -> set[str]:
+    cmd = [sys.executable, "-X", "importtime", flow.name, "--datastore=s3", "--datastore-root=s3://b/mf",
+           "argo-workflows", "create", "--code-in-image", "/app", *args]
+    proc = subprocess.run(cmd, cwd=flow.parent, env=env, capture_output=True, text=True, timeout=120, check=True)
+    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_offline_compile_imports_nothing_for_deploying_and_a_cache_hit_no_hera(tmp_path):
+    flow = write_flow(tmp_path, FLOW)
+    env = clean_env(MFARGO_CACHE_DIR=str(tmp_path / "cache"))
+    full = imported(flow, "--output-file", "flow.yaml", env=env)
+    assert {"hera.workflows.models", "jsonschema", "mfargo.validation"} <= full  # it did compile
+    assert not {"kubernetes", "mfargo.deploy", "mfargo.cluster"} & full
+    warm = imported(flow, "--output-file", "flow.yaml", "--check", env=env)
+    assert "mfargo.compiler" in warm
+    assert not {"hera", "pydantic", "jsonschema", "mfargo.templates", "mfargo.validation", "kubernetes"} & warm
