@@ -112,9 +112,11 @@ def _port(step: str, value) -> int | None:
 
 def _security_context(step: str, value) -> tuple:
     """Only fields Kubernetes' SecurityContext has (an unknown one was silently dropped)."""
-    from hera.workflows import models as m
-
     context = rules.mapping(step, "kubernetes", "security_context", value)
+    if not context:
+        return ()  # hera is loaded only for a context to check (a cached compile never loads it)
+    from mfargo.templates.hera_models import models as m
+
     known = {f.alias or n for n, f in m.SecurityContext.model_fields.items()} | set(m.SecurityContext.model_fields)
     unknown = sorted(str(k) for k in context if k not in known)
     if unknown:
