@@ -56,7 +56,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         script=os.path.basename(_script_path(flow)),
         steps=steps,
         start=graph.start_step,
-        parameters=parameters.workflow_parameters(flow, scheduled),
+        parameters=parameters.workflow_parameters(flow, scheduled, dict(options.include_files)),
         code=ir.CodeSource(image_dir=options.code_in_image),  # the CLI adds a code package
         namespace=options.namespace,
         top_level_args=_top_level_args(options),

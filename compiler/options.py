@@ -31,3 +31,4 @@ class CompileOptions:
     jobset_ttl_seconds: int = 3600
     title: str | None = None  # --workflow-title: Argo UI annotation
     description: str | None = None  # --workflow-description: Argo UI annotation
+    include_files: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> Metaflow's descriptor (JSON)

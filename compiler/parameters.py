@@ -14,8 +14,11 @@ _RESERVED = {"script"}
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 
 
-def workflow_parameters(flow, scheduled: bool) -> tuple[ir.Parameter, ...]:
-    """Each Parameter as an Argo parameter holding the string a user would type on the CLI."""
+def workflow_parameters(flow, scheduled: bool, include_files: dict[str, str] | None = None) -> tuple[ir.Parameter, ...]:
+    """Each Parameter as an Argo parameter holding the string a user would type on the CLI.
+
+    An IncludeFile's default is Metaflow's descriptor of the uploaded file
+    (``include_files``, resolved by the CLI), as in Metaflow's own Argo integration."""
     from metaflow.parameters import deploy_time_eval
 
     seen: dict[str, str] = {}
@@ -38,11 +41,6 @@ def workflow_parameters(flow, scheduled: bool) -> tuple[ir.Parameter, ...]:
         if norm in _RESERVED:
             raise CompileError("parameter name *%s* is reserved by Argo Workflows" % param.name)
         type_name = type_name_of(param)
-        if type_name == "FilePath":
-            raise CompileError(
-                "IncludeFile *%s* needs the file uploaded at deploy time; pass its content "
-                "as a Parameter instead" % param.name
-            )
         required = bool(param.kwargs.get("required", False))
         has_default = "default" in param.kwargs
         if scheduled and required and not has_default:
@@ -50,7 +48,10 @@ def workflow_parameters(flow, scheduled: bool) -> tuple[ir.Parameter, ...]:
                 "parameter *%s* is required and has no default, so a schedule cannot start "
                 "the flow" % param.name
             )
-        default = deploy_time_eval(param.kwargs.get("default")) if has_default else None
+        if type_name == "FilePath" and param.kwargs.get("default") is not None:
+            default = (include_files or {})[param.name]
+        else:
+            default = deploy_time_eval(param.kwargs.get("default")) if has_default else None
         out.append(
             ir.Parameter(
                 name=param.name,

@@ -108,7 +108,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
            given_token, deployer_attribute_file):
     from metaflow.exception import MetaflowException
 
-    from mfargo import cache, output, pipeline
+    from mfargo import cache, include_file, output, pipeline
     from mfargo.compiler import CompileError, with_code_package
     from mfargo.errors import UserError
 
@@ -133,6 +133,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             else None
         if deployment:
             options = replace(options, production_token=deployment[2])
+        included = include_file.defaults(obj)  # offline: descriptors only
+        options = replace(options, include_files=tuple((f.parameter, f.descriptor) for f in included))
         workflow = pipeline.compile_ir(obj.flow, obj.graph, options, inputs.flow_decorators(obj.flow))
         if graph:
             sys.stdout.write(pipeline.as_mermaid(workflow))
@@ -146,6 +148,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             # Only a flow that compiles is packaged (and, unless --only-yaml or --check, uploaded).
             upload = (deploying or bool(output_file)) and not only_yaml and not check
             workflow = with_code_package(workflow, inputs.code_package(obj, upload=upload))
+        if included and (deploying or output_file) and not only_yaml and not check:
+            include_file.upload(obj, included)
         # Text only (no deploying, no token stamped, no Deployer file): the cache may answer.
         cacheable = not (no_cache or deploying or deployment or deployer_attribute_file)
         key = cache.key(workflow, "json" if only_json else "yaml", inspect.getfile(type(obj.flow))) if cacheable else None

@@ -1,0 +1,96 @@
+"""IncludeFile, as Metaflow's Argo integration does it: the file's content goes to the
+datastore, content-addressed, and the parameter's value is Metaflow's descriptor of it.
+
+The descriptor (and so the YAML) is computed offline from the file's bytes: its sha1
+names it under Metaflow's datatools root, exactly where Metaflow's own uploader puts
+it. Uploading is a separate step, done only when the YAML is written or deployed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass
+from hashlib import sha1
+
+from mfargo.compiler import CompileError
+
+
+@dataclass(frozen=True, slots=True)
+class IncludedFile:
+    """One IncludeFile value: the local file and the descriptor the YAML carries."""
+
+    parameter: str
+    path: str
+    url: str
+    descriptor: str  # JSON, Metaflow's uploader-v2 form
+
+
+def defaults(obj) -> tuple[IncludedFile, ...]:
+    """Every IncludeFile parameter's default, resolved offline (nothing is uploaded)."""
+    from metaflow.includefile import IncludeFile
+
+    out = []
+    for _, param in obj.flow._get_parameters():
+        if not isinstance(param, IncludeFile) or param.kwargs.get("default") is None:
+            continue
+        path = getattr(param.kwargs["default"], "print_representation", None)
+        if not isinstance(path, str):
+            raise CompileError("IncludeFile *%s*: give its default as a file path (a function is not supported)"
+                               % param.name)
+        out.append(resolve(obj, param, path))
+    return tuple(out)
+
+
+def resolve(obj, param, path: str) -> IncludedFile:
+    """The descriptor of local file ``path`` as the value of IncludeFile ``param``."""
+    kind = param.kwargs["type"]  # Metaflow's FilePathClass: is_text and encoding
+    local = os.path.expanduser(path)
+    try:
+        with open(local, "rb") as f:
+            content = f.read()
+    except OSError as e:
+        raise CompileError("IncludeFile *%s*: cannot read %s (%s)" % (param.name, path, e.strerror))
+    url = os.path.join(_root(obj), obj.flow.name, sha1(content).hexdigest())
+    # Metaflow's uploader-v2 descriptor, its keys in the order Metaflow writes them.
+    descriptor = {
+        "type": "uploader-v2",
+        "url": url,
+        "is_text": kind._is_text,
+        "encoding": kind._encoding,
+        "note": "Internal representation of IncludeFile",
+        "sub-type": "uploaded",
+        "size": len(content),
+    }
+    return IncludedFile(parameter=param.name, path=local, url=url, descriptor=json.dumps(descriptor))
+
+
+def upload(obj, files: tuple[IncludedFile, ...]) -> None:
+    """Put each file where its descriptor points (gzip, as Metaflow stores it); an
+    object already there is the same content (the name is its sha1) and is kept."""
+    from metaflow.includefile import _dict_dataclients
+
+    client_class = _dict_dataclients.get(obj.flow_datastore.TYPE)
+    if client_class is None:
+        raise CompileError("IncludeFile: no data client for datastore %s" % obj.flow_datastore.TYPE)
+    with client_class() as client:
+        for item in files:
+            with open(item.path, "rb") as f:
+                data = gzip.compress(f.read(), compresslevel=3, mtime=0)
+            client.put(item.url, data, overwrite=False)
+
+
+def _root(obj) -> str:
+    """Metaflow's datatools root: its config, else <datastore root>/data (Metaflow's default)."""
+    from metaflow import metaflow_config
+
+    kind = obj.flow_datastore.TYPE
+    if kind != "s3":
+        raise CompileError("IncludeFile needs the s3 datastore (--datastore=s3): pods read the file from there")
+    configured = getattr(metaflow_config, "DATATOOLS_%sROOT" % kind.upper(), None)
+    if configured:
+        return configured
+    if not obj.flow_datastore.datastore_root:
+        raise CompileError("IncludeFile needs a datastore root (--datastore-root) to name the uploaded file")
+    return os.path.join(obj.flow_datastore.datastore_root, metaflow_config.DATATOOLS_SUFFIX)

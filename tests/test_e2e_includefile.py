@@ -1,0 +1,156 @@
+"""IncludeFile as Metaflow's Argo integration does it, and Metaflow's bundled tutorials.
+
+The YAML's default is Metaflow's descriptor of the uploaded file (content-addressed);
+`--only-yaml` computes it offline and uploads nothing, `--output-file` uploads it; a new
+local file passed with `-p` is uploaded the way Metaflow's `init` does. Tutorials
+01-playlist and 02-statistics (IncludeFile) run through the runner; 00-05 compile offline.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import metaflow
+import pytest
+import yaml
+
+from flowtools import clean_env
+from test_e2e_support import compile_flow, mf_env_for, tail  # noqa: F401
+
+TUTORIALS = Path(metaflow.__file__).parent / "tutorials"
+
+INCLUDE = """
+from metaflow import FlowSpec, IncludeFile, step
+
+class IncludeFlow(FlowSpec):
+    text = IncludeFile("text", default="data.txt")
+
+    @step
+    def start(self):
+        self.seen = self.text
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    IncludeFlow()
+"""
+
+READ = """
+run = Run(sys.argv[1])
+print(json.dumps({"ok": run.successful, "seen": run["start"].task.data.seen}))
+"""
+
+# Metaflow's own uploader, on the same file: the descriptor it makes and where it puts it.
+METAFLOW_UPLOAD = """
+from metaflow.includefile import CURRENT_UPLOADER, _dict_dataclients
+from metaflow.plugins.datatools.s3 import S3
+d = CURRENT_UPLOADER.store("IncludeFlow", sys.argv[1], True, "utf-8", _dict_dataclients["s3"], lambda *a, **k: None)
+with S3() as s3:
+    exists = s3.info(d["url"], return_missing=True).exists
+print(json.dumps({"descriptor": d, "exists": exists}))
+"""
+
+EXISTS = """
+from metaflow.plugins.datatools.s3 import S3
+with S3() as s3:
+    print(json.dumps({"exists": s3.info(sys.argv[1], return_missing=True).exists}))
+"""
+
+
+def _default(compiled, name: str) -> dict:
+    [param] = [p for p in compiled.doc["spec"]["arguments"]["parameters"] if p["name"] == name]
+    return json.loads(param["value"])
+
+
+def _compiled(s3_server, tmp_path, code_in_image):
+    env = mf_env_for(s3_server, tmp_path)
+    env["METAFLOW_DATATOOLS_S3ROOT"] = "s3://mfargo-test/%s-data" % tmp_path.name
+    (tmp_path / "code").mkdir(exist_ok=True)
+    (tmp_path / "code" / "data.txt").write_text("hello from a file\n")
+    return compile_flow(tmp_path, env, INCLUDE, code_in_image=code_in_image)
+
+
+def test_only_yaml_computes_metaflows_descriptor_offline_and_uploads_nothing(s3_server, tmp_path):
+    compiled = _compiled(s3_server, tmp_path, code_in_image=True)
+    offline = _default(compiled, "text")
+    assert compiled.client(EXISTS, offline["url"])["exists"] is False
+    # Metaflow's own uploader, given the same file, makes the same descriptor.
+    theirs = compiled.client(METAFLOW_UPLOAD, str(tmp_path / "code" / "data.txt"))
+    assert theirs["descriptor"] == offline and theirs["exists"] is True
+
+
+def test_output_file_uploads_and_the_run_reads_the_default(s3_server, tmp_path):
+    compiled = _compiled(s3_server, tmp_path, code_in_image=False)
+    descriptor = _default(compiled, "text")
+    assert descriptor["url"].endswith("/IncludeFlow/" + __import__("hashlib").sha1(b"hello from a file\n").hexdigest())
+    assert compiled.client(EXISTS, descriptor["url"])["exists"] is True
+    result, rec = compiled.run()
+    assert result.status == "Succeeded", tail(result, rec)
+    got = compiled.client(READ, "IncludeFlow/" + result.run_id)
+    assert got == {"ok": True, "seen": "hello from a file\n"}
+
+
+def test_a_new_local_file_passed_with_p_is_uploaded_and_read(s3_server, tmp_path):
+    compiled = _compiled(s3_server, tmp_path, code_in_image=False)
+    other = tmp_path / "other.txt"
+    other.write_text("another file\n")
+    result, rec = compiled.run({"text": str(other)})
+    assert result.status == "Succeeded", tail(result, rec)
+    assert compiled.client(READ, "IncludeFlow/" + result.run_id) == {"ok": True, "seen": "another file\n"}
+
+
+FLOWS = {"00-helloworld": "helloworld.py", "01-playlist": "playlist.py", "02-statistics": "stats.py",
+         "03-playlist-redux": "playlist.py", "04-playlist-plus": "playlist.py", "05-hello-cloud": "hello-cloud.py"}
+# Metaflow itself needs --environment=conda for @conda (its README says so).
+TOP_ARGS = {"04-playlist-plus": ("--environment=conda",)}
+
+
+def test_tutorials_07_and_08_are_notebooks_without_a_flow():
+    for name in ("07-worldview", "08-autopilot"):
+        assert not list((TUTORIALS / name).glob("*.py")) and list((TUTORIALS / name).glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("tutorial", sorted(FLOWS))
+def test_tutorial_compiles_offline(tmp_path, tutorial):
+    code = tmp_path / tutorial
+    shutil.copytree(TUTORIALS / tutorial, code)
+    cmd = [sys.executable, FLOWS[tutorial], *TOP_ARGS.get(tutorial, ()), "--datastore=s3",
+           "--datastore-root=s3://tutorials/metaflow", "argo-workflows", "create", "--only-yaml", "--code-in-image", "/app"]
+    # (A code package would make Metaflow's conda environment fetch micromamba: not offline.)
+    # Metaflow's @conda prints "Creating local datastore ..." on stdout when it finds none.
+    env = clean_env(home=tmp_path / "mfhome", METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path / "mflocal"))
+    proc = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    docs = list(yaml.safe_load_all(proc.stdout))
+    from mfargo import validation
+    assert docs[0]["kind"] == "WorkflowTemplate" and validation.validate_documents(docs) == []
+
+
+@pytest.mark.parametrize("tutorial, reads", [
+    ("01-playlist", ["end.playlist", "end.bonus"]),
+    ("02-statistics", ["end.genre_stats"]),
+    ("00-helloworld", []),
+    ("05-hello-cloud", []),
+])
+def test_tutorial_runs(s3_server, tmp_path, tutorial, reads):
+    env = mf_env_for(s3_server, tmp_path)
+    code = tmp_path / "code"
+    shutil.copytree(TUTORIALS / tutorial, code)
+    flow = FLOWS[tutorial]
+    compiled = compile_flow(tmp_path, env, (code / flow).read_text(), code_in_image=False, name=flow)
+    result, rec = compiled.run(timeout=300)
+    assert result.status == "Succeeded", tail(result, rec)
+    script = ("run = Run(sys.argv[1])\nout = {'ok': run.successful}\n"
+              "for r in sys.argv[2:]:\n    s, a = r.split('.')\n    out[r] = str(getattr(run[s].task.data, a))[:200]\n"
+              "print(json.dumps(out))\n")
+    flow_name = yaml.safe_load(compiled.yaml_path.read_text())["metadata"]["annotations"]["metaflow/flow_name"]
+    got = compiled.client(script, "%s/%s" % (flow_name, result.run_id), *reads)
+    assert got["ok"] is True
+    for r in reads:
+        assert got[r] not in ("", "None", "[]", "{}")
