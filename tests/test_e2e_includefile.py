@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from flowtools import clean_env
-from test_e2e_support import compile_flow, mf_env_for, tail  # noqa: F401
+from k8s_fake import kube  # noqa: F401 - fixture
+from test_e2e_support import Compiled, compile_flow, mf_env_for, tail  # noqa: F401
 
 TUTORIALS = Path(metaflow.__file__).parent / "tutorials"
 
@@ -154,3 +155,38 @@ def test_tutorial_runs(s3_server, tmp_path, tutorial, reads):
     assert got["ok"] is True
     for r in reads:
         assert got[r] not in ("", "None", "[]", "{}")
+
+
+def test_create_uploads_and_trigger_uploads_a_new_local_file(s3_server, tmp_path, kube):  # noqa: F811
+    """Deploying (`create`) uploads the default; `trigger --text PATH` uploads PATH through
+    Metaflow's own IncludeFile conversion, as core's trigger does, and sends its descriptor."""
+    from hashlib import sha1
+
+    env = mf_env_for(s3_server, tmp_path)
+    env.update(METAFLOW_DATATOOLS_S3ROOT="s3://mfargo-test/%s-data" % tmp_path.name, METAFLOW_KUBERNETES_NAMESPACE="ns1",
+               KUBECONFIG=str(kube.kubeconfig(tmp_path / "kubeconfig")), USER="alice")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "flow.py").write_text(INCLUDE)
+    (code / "data.txt").write_text("hello from a file\n")
+    (tmp_path / "new.txt").write_text("a new file\n")
+    base = [sys.executable, "flow.py", "--datastore=s3", "--datastore-root=s3://mfargo-test/%s" % tmp_path.name,
+            "argo-workflows"]
+
+    def run(*args):
+        proc = subprocess.run(base + list(args), cwd=code, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    run("create", "--code-in-image", "/app")
+    template = kube.get("workflowtemplates", "includeflow", "ns1")
+    [default] = [p for p in template["spec"]["arguments"]["parameters"] if p["name"] == "text"]
+    compiled = Compiled(tmp_path / "unused.yaml", code, "s3://mfargo-test/%s" % tmp_path.name, env, tmp_path)
+    assert compiled.client(EXISTS, json.loads(default["value"])["url"])["exists"] is True
+    kube.reset_log()
+    run("trigger", "--text", str(tmp_path / "new.txt"))
+    [post] = kube.calls("POST")
+    sent = {p["name"]: p["value"] for p in post.body["spec"]["arguments"]["parameters"]}
+    descriptor = json.loads(sent["text"])
+    assert descriptor["url"].endswith("/IncludeFlow/" + sha1(b"a new file\n").hexdigest())
+    assert descriptor["size"] == len("a new file\n") and descriptor["type"] == "uploader-v2"
+    assert compiled.client(EXISTS, descriptor["url"])["exists"] is True

@@ -281,3 +281,20 @@ def test_switch_parent_beside_its_own_branch_arrives_only_if_it_chose_this_step(
     assert end["when"] == "({{tasks.a.status}} == Succeeded) || ({{tasks.start.status}} == Succeeded && {{tasks.a.status}} != Succeeded)"
     assert args(end)["status-start"] == "{{tasks.start.status}}" and args(end)["status-a"] == "{{tasks.a.status}}"
     assert "[ '{{inputs.parameters.status-start}}' != Succeeded ] || [ '{{inputs.parameters.status-a}}' = Succeeded ] ||" in script(templates(doc)["end"])
+
+
+@pytest.mark.parametrize("source", [NESTED_SPLITS, FOREACH_3_IN_SPLIT, RECURSIVE_SWITCH, PARALLEL_IN_FOREACH])
+def test_task_ids_differ_between_steps_and_are_never_numbers(tmp_path, source):
+    """Metaflow registers a task id only if int() refuses it; two steps never share one."""
+    import re
+
+    ids = {}
+    for name, tmpl in templates(_compile(tmp_path, source)).items():
+        match = "container" in tmpl and re.search(r"--task-id '([^']+)'", script(tmpl))
+        if match:
+            ids[name] = match.group(1)
+    assert len(set(ids.values())) == len(ids) >= 3
+    for task_id in ids.values():
+        sample = task_id.replace("{{inputs.parameters.ctx}}", "-1").replace("{{inputs.parameters.iteration}}", "0")
+        with pytest.raises(ValueError):
+            int(sample)
