@@ -16,8 +16,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from . import depends as dep
-from .fanout import FAIL_FAST_MESSAGE, Boundary, run_task
-from .model import BAD_PHASES, ERROR, FAILED, OMITTED, SUCCEEDED, WorkflowError
+from .fanout import Boundary, run_task
+from .model import BAD_PHASES, ERROR, OMITTED, SUCCEEDED, WorkflowError
 from .nodes import Node, continues, view
 from .outputs import composite_outputs
 from .substitute import Scope
@@ -139,8 +139,8 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
                 fut.cancel()
             await asyncio.gather(*running, return_exceptions=True)
 
-    if boundary.stopped:
-        return ex.finish(node, FAILED, FAIL_FAST_MESSAGE)
+    if boundary.failure():
+        return ex.finish(node, *boundary.failure())
 
     memo: dict[str, tuple[str, Node] | None] = {}
 

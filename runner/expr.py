@@ -15,20 +15,30 @@ instead of a silently wrong value.  Supported:
   ``in``, ``&& and``, ``|| or``, and the ternary ``c ? a : b`` (short-circuit: the
   branch not taken is never evaluated), parentheses;
 * functions: ``asInt``, ``asFloat``, ``string``, ``int``, ``float``, ``len``,
-  ``toJson``/``toJSON``, ``toBase64``, ``upper``, ``lower``, ``trim`` and
-  ``sprig.int``, ``sprig.float64``, ``sprig.add``, ``sprig.sub``, ``sprig.mul``,
-  ``sprig.div``, ``sprig.mod``, ``sprig.trim``, ``sprig.toString``, ``sprig.upper``,
-  ``sprig.lower``, ``sprig.default``.
+  ``toJson``/``toJSON``, ``toBase64``, ``upper``, ``lower``, ``trim``, Argo's
+  ``jsonpath(json, '$.a.b[0]')``, expr-lang's ``fromJSON``, ``fromBase64``, ``split``,
+  ``join``, ``replace``, ``trimPrefix``, ``trimSuffix``, ``hasPrefix``, ``hasSuffix``,
+  ``first``, ``last``, ``keys``, ``values``, ``abs``, ``max``, ``min``, the predicates
+  ``filter``/``map``/``all``/``any``/``none``/``one``/``count``/``find``/``findIndex``
+  (``f(array, {predicate})``, ``#`` the element, ``.f`` for ``#.f``), the operators
+  ``contains``, ``startsWith``, ``endsWith``, ``matches``; and ``sprig.*``: ``int``,
+  ``int64``, ``float64``, ``add``, ``add1``, ``sub``, ``mul``, ``div``, ``mod``, ``max``,
+  ``min``, ``trim``, ``trimAll``, ``trimPrefix``, ``trimSuffix``, ``toString``,
+  ``upper``, ``lower``, ``title``, ``nospace``, ``default``, ``empty``, ``replace``,
+  ``contains``, ``hasPrefix``, ``hasSuffix``, ``splitList``, ``join``, ``quote``,
+  ``squote``, ``repeat``, ``substr``, ``trunc``, ``b64enc``, ``b64dec``, ``toJson``,
+  ``fromJson``, ``list``, ``first``, ``last`` (see :mod:`runner.expr_funcs`).
 
 Stricter than expr-lang on purpose: a missing map key (``inputs.parameters.nope``,
 ``steps['x'].outputs`` of a skipped step) is an error as soon as the value is
 *used*, unless it is guarded by ``?.`` or ``??`` (expr-lang would yield ``nil``).
-Anything outside the subset (closures, ``matches``, pipes, map literals...) raises
+Anything outside the subset (``reduce``, ``let``, pipes, map literals...) raises
 :class:`ExprError` naming the construct.
 """
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from .expr_funcs import _FUNCS, ExprError, Missing, _num, _type, _use, format_value
@@ -96,7 +106,36 @@ class _Evaluator:
             return self.ev(node[2]) if c else self.ev(node[3])
         if kind == "bin":
             return self.binary(node)
+        if kind == "closure":
+            return self.closure(node)
         raise ExprError(f"internal: bad node {kind}")
+
+    def closure(self, node) -> Any:
+        """expr-lang's predicate builtins (docs: language-definition.md, "Predicates")."""
+        _, fname, items_node, body = node
+        items = _use(self.ev(items_node))
+        if not isinstance(items, list):
+            raise ExprError(f"{fname}(): expected an array, got {_type(items)}")
+
+        def each(x: Any) -> Any:
+            return _use(_Evaluator({**self.env, "#": x}).ev(body))
+
+        if fname == "map":
+            return [each(x) for x in items]
+        results = []
+        for x in items:
+            r = each(x)
+            if not isinstance(r, bool):
+                raise ExprError(f"{fname}(): the predicate must be a bool, got {_type(r)}")
+            results.append(r)
+        if fname == "filter":
+            return [x for x, r in zip(items, results) if r]
+        if fname == "find":
+            return next((x for x, r in zip(items, results) if r), None)
+        if fname == "findIndex":
+            return next((i for i, r in enumerate(results) if r), -1)
+        return {"all": all(results), "any": any(results), "none": not any(results),
+                "one": sum(results) == 1, "count": sum(results)}[fname]
 
     def get(self, node) -> Any:
         _, base_node, key_node, optional = node
@@ -149,6 +188,16 @@ class _Evaluator:
             if not isinstance(right, bool):
                 raise ExprError(f"invalid operation: ... {op} {_type(right)} (operands must be bools)")
             return right
+        if op in ("==", "!="):
+            # An absent value is nil in a comparison (Argo docs, variables.md "Outputs of
+            # Skipped and Omitted Nodes": a skipped output == '' is false).
+            self.lenient += 1
+            try:
+                left, right = self.ev(ln), self.ev(rn)
+            finally:
+                self.lenient -= 1
+            equal = _equal(None if isinstance(left, Missing) else left, None if isinstance(right, Missing) else right)
+            return equal if op == "==" else not equal
         left = self.ev(ln)
         if op == "-" and isinstance(left, Missing):
             raise ExprError(f"{left.what} is not defined (a hyphenated name must be indexed: "
@@ -167,6 +216,16 @@ class _Evaluator:
             if isinstance(right, str) and isinstance(left, str):
                 return left in right
             raise ExprError(f"invalid operation: {_type(left)} in {_type(right)}")
+        if op in ("contains", "startsWith", "endsWith", "matches"):
+            if not (isinstance(left, str) and isinstance(right, str)):
+                raise ExprError(f"invalid operation: {_type(left)} {op} {_type(right)}")
+            if op == "matches":
+                try:
+                    return re.search(right, left) is not None
+                except re.error as e:
+                    raise ExprError(f"matches: bad regular expression {right!r}: {e}") from None
+            return {"contains": right in left, "startsWith": left.startswith(right),
+                    "endsWith": left.endswith(right)}[op]
         if op in ("<", ">", "<=", ">="):
             if not ((_num(left) and _num(right)) or (isinstance(left, str) and isinstance(right, str))):
                 raise ExprError(f"invalid operation: {_type(left)} {op} {_type(right)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,7 +136,125 @@ def _to_base64(v: Any) -> str:
     return base64.b64encode(v.encode("utf-8")).decode("ascii")
 
 
+_JSONPATH_STEP = re.compile(r"\.\*|\[\*\]|\.([A-Za-z_$][\w$-]*)|\[\s*(-?\d+)\s*\]|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]*)\"\s*\]")
+
+
+def _jsonpath(document: Any, path: Any) -> Any:
+    """Argo's ``jsonpath(json, path)``: ``$``, ``.key``, ``['key']``, ``[i]``, ``[*]``/``.*``
+    (a wildcard makes the result a list)."""
+    doc, path = _use(document), _use(path)
+    if isinstance(doc, str):
+        try:
+            doc = json.loads(doc)
+        except ValueError:
+            raise ExprError("jsonpath: the first argument is not JSON") from None
+    if not isinstance(path, str) or not path.startswith("$"):
+        raise ExprError(f"jsonpath: path {path!r} must start with '$'")
+    values, pos, many = [doc], 1, False
+    while pos < len(path):
+        m = _JSONPATH_STEP.match(path, pos)
+        if not m:
+            raise ExprError(f"jsonpath: unsupported path syntax at {path[pos:]!r}")
+        pos = m.end()
+        key = m.group(1) or m.group(3) or m.group(4)
+        out = []
+        for v in values:
+            if m.group(0) in (".*", "[*]"):
+                many = True
+                out.extend(v.values() if isinstance(v, dict) else v if isinstance(v, list) else [])
+            elif m.group(2) is not None:
+                i = int(m.group(2))
+                if isinstance(v, list) and -len(v) <= i < len(v):
+                    out.append(v[i])
+            elif isinstance(v, dict) and key in v:
+                out.append(v[key])
+        values = out
+    if many:
+        return values
+    if not values:
+        raise ExprError(f"jsonpath: {path!r} matched nothing")
+    return values[0]
+
+
+def _str(v: Any, fn: str) -> str:
+    v = _use(v)
+    if not isinstance(v, str):
+        raise ExprError(f"{fn}: expected a string, got {_type(v)}")
+    return v
+
+
+def _list(v: Any, fn: str) -> list:
+    v = _use(v)
+    if not isinstance(v, list):
+        raise ExprError(f"{fn}: expected an array, got {_type(v)}")
+    return v
+
+
+def _from_json(v: Any) -> Any:
+    try:
+        return json.loads(_str(v, "fromJSON"))
+    except ValueError as e:
+        raise ExprError(f"fromJSON: {e}") from None
+
+
+def _b64dec(v: Any) -> str:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(_str(v, "fromBase64"), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError) as e:
+        raise ExprError(f"fromBase64: {e}") from None
+
+
 _FUNCS: dict[str, Any] = {
+    "jsonpath": _jsonpath,
+    # expr-lang builtins (docs: language-definition.md)
+    "fromJSON": _from_json,
+    "fromBase64": _b64dec,
+    "split": lambda s, sep: _str(s, "split").split(_str(sep, "split")),
+    "join": lambda xs, sep="": _str(sep, "join").join(format_value(x) for x in _list(xs, "join")),
+    "replace": lambda s, old, new: _str(s, "replace").replace(_str(old, "replace"), _str(new, "replace")),
+    "trimPrefix": lambda s, p: _str(s, "trimPrefix").removeprefix(_str(p, "trimPrefix")),
+    "trimSuffix": lambda s, p: _str(s, "trimSuffix").removesuffix(_str(p, "trimSuffix")),
+    "hasPrefix": lambda s, p: _str(s, "hasPrefix").startswith(_str(p, "hasPrefix")),
+    "hasSuffix": lambda s, p: _str(s, "hasSuffix").endswith(_str(p, "hasSuffix")),
+    "first": lambda xs: (_list(xs, "first") or [None])[0],
+    "last": lambda xs: (_list(xs, "last") or [None])[-1],
+    "keys": lambda m: list(_use(m).keys()) if isinstance(_use(m), dict) else _list(m, "keys"),
+    "values": lambda m: list(_use(m).values()) if isinstance(_use(m), dict) else _list(m, "values"),
+    "abs": lambda x: abs(_use(x)),
+    "max": lambda *xs: max(_use(x) for x in xs),
+    "min": lambda *xs: min(_use(x) for x in xs),
+    # sprig (masterminds.github.io/sprig): argument order as sprig's (subject last)
+    "sprig.replace": lambda old, new, s: _str(s, "replace").replace(_str(old, "replace"), _str(new, "replace")),
+    "sprig.contains": lambda sub, s: _str(sub, "contains") in _str(s, "contains"),
+    "sprig.hasPrefix": lambda p, s: _str(s, "hasPrefix").startswith(_str(p, "hasPrefix")),
+    "sprig.hasSuffix": lambda p, s: _str(s, "hasSuffix").endswith(_str(p, "hasSuffix")),
+    "sprig.trimPrefix": lambda p, s: _str(s, "trimPrefix").removeprefix(_str(p, "trimPrefix")),
+    "sprig.trimSuffix": lambda p, s: _str(s, "trimSuffix").removesuffix(_str(p, "trimSuffix")),
+    "sprig.trimAll": lambda cut, s: _str(s, "trimAll").strip(_str(cut, "trimAll")),
+    "sprig.splitList": lambda sep, s: _str(s, "splitList").split(_str(sep, "splitList")),
+    "sprig.join": lambda sep, xs: _str(sep, "join").join(format_value(x) for x in _list(xs, "join")),
+    "sprig.quote": lambda v: json.dumps(format_value(_use(v))),
+    "sprig.squote": lambda v: "'" + format_value(_use(v)) + "'",
+    "sprig.repeat": lambda n, s: _str(s, "repeat") * _sprig_int(n),
+    "sprig.substr": lambda a, b, s: _str(s, "substr")[_sprig_int(a):_sprig_int(b)],
+    "sprig.trunc": lambda n, s: _str(s, "trunc")[:_sprig_int(n)] if _sprig_int(n) >= 0
+    else _str(s, "trunc")[_sprig_int(n):],
+    "sprig.title": lambda s: _str(s, "title").title(),
+    "sprig.nospace": lambda s: "".join(_str(s, "nospace").split()),
+    "sprig.b64enc": lambda s: __import__("base64").b64encode(_str(s, "b64enc").encode()).decode("ascii"),
+    "sprig.b64dec": _b64dec,
+    "sprig.toJson": lambda v: json.dumps(_use(v), separators=(",", ":")),
+    "sprig.fromJson": _from_json,
+    "sprig.max": lambda *xs: max(_sprig_int(x) for x in xs),
+    "sprig.min": lambda *xs: min(_sprig_int(x) for x in xs),
+    "sprig.add1": lambda x: _sprig_int(x) + 1,
+    "sprig.empty": lambda v: _use(v) in (None, "", 0, False, [], {}),
+    "sprig.list": lambda *xs: [_use(x) for x in xs],
+    "sprig.first": lambda xs: (_list(xs, "first") or [None])[0],
+    "sprig.last": lambda xs: (_list(xs, "last") or [None])[-1],
     "toBase64": _to_base64,
     "asInt": _as_int,
     "asFloat": _as_float,

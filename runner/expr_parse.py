@@ -22,7 +22,7 @@ class Tok:
 
 _OPS = [
     "?.", "??", "==", "!=", "<=", ">=", "&&", "||",
-    "?", ":", ".", "[", "]", "(", ")", ",", "+", "-", "*", "/", "%", "<", ">", "!",
+    "?", ":", ".", "[", "]", "(", ")", ",", "+", "-", "*", "/", "%", "<", ">", "!", "{", "}", "#",
 ]
 _NAME_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _NUM_RE = re.compile(r"\d+(\.\d+)?([eE][+-]?\d+)?")
@@ -75,8 +75,8 @@ def tokenize(src: str) -> list[Tok]:
                 i += len(op)
                 break
         else:
-            if c in "{}#|@^":
-                raise ExprError(f"{c!r} at column {i + 1}: closures, map literals, pipes and '^' are "
+            if c in "|@^":
+                raise ExprError(f"{c!r} at column {i + 1}: pipes and '^' are "
                                 "not supported by the local runner's expression subset")
             raise ExprError(f"unexpected character {c!r} at column {i + 1}")
     toks.append(Tok("end", None, n))
@@ -90,13 +90,15 @@ _BINARY_PREC = {
     "||": 10, "or": 10,
     "&&": 15, "and": 15,
     "==": 20, "!=": 20, "<": 20, ">": 20, "<=": 20, ">=": 20, "in": 20,
+    "contains": 20, "startsWith": 20, "endsWith": 20, "matches": 20,
     "+": 30, "-": 30,
     "*": 60, "/": 60, "%": 60,
     "??": 500,
 }
 _UNARY_PREC = {"!": 50, "not": 50, "-": 90, "+": 90}
-_UNSUPPORTED_WORDS = {"matches", "contains", "startsWith", "endsWith", "let", "map", "filter",
-                      "all", "any", "none", "one", "count", "reduce"}
+_UNSUPPORTED_WORDS = {"let", "reduce"}
+# expr-lang's predicate builtins: f(array, {predicate over #})
+CLOSURES = ("filter", "map", "all", "any", "none", "one", "count", "find", "findIndex")
 
 
 class _Parser:
@@ -121,7 +123,7 @@ class _Parser:
     def _binop(self, t: Tok) -> str | None:
         if t.kind == "op" and t.value in _BINARY_PREC:
             return t.value
-        if t.kind == "name" and t.value in ("and", "or", "in"):
+        if t.kind == "name" and t.value in ("and", "or", "in", "contains", "startsWith", "endsWith", "matches"):
             return t.value
         if t.kind == "name" and t.value in _UNSUPPORTED_WORDS:
             raise ExprError(f"operator/function {t.value!r} is not supported by the local runner")
@@ -188,6 +190,10 @@ class _Parser:
                     raise ExprError("expected a sprig function name")
                 return self.call("sprig." + fn.value)
             return ("name", t.value)
+        if t.kind == "op" and t.value == "#":
+            return ("name", "#")
+        if t.kind == "op" and t.value == "." and self.peek().kind == "name":
+            return ("get", ("name", "#"), ("lit", self.next().value), False)  # .field = #.field
         if t.kind == "op" and t.value == "(":
             node = self.expression(0)
             self.expect(")")
@@ -207,7 +213,20 @@ class _Parser:
             raise ExprError(f"unexpected end of expression {self.src!r}")
         raise ExprError(f"unexpected {t.value!r} at column {t.pos + 1} in {self.src!r}")
 
+    def closure(self, fname: str):
+        """``filter(list, {# > 1})`` / ``map(list, {.name})``: ``#`` is the element."""
+        self.expect("(")
+        items = self.expression(0)
+        self.expect(",")
+        self.expect("{")
+        body = self.expression(0)
+        self.expect("}")
+        self.expect(")")
+        return ("closure", fname, items, body)
+
     def call(self, fname: str):
+        if fname in CLOSURES:
+            return self.closure(fname)
         self.expect("(")
         args = []
         if not (self.peek().kind == "op" and self.peek().value == ")"):

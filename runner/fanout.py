@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from .expr import format_value
-from .model import BAD_PHASES, ERROR, OMITTED, SKIPPED, SUCCEEDED, WorkflowError, param_str, parse_int
+from .hooks import run_with_hooks, task_hooks
+from .model import BAD_PHASES, ERROR, FAILED, OMITTED, SKIPPED, SUCCEEDED, WorkflowError, param_str, parse_int
 from .nodes import NODE_ERRORS, Node, error_text
 from .outputs import fan_out_outputs
-from .substitute import Scope
+from .substitute import Scope, SubstitutionError
 from .when import evaluate_when
 
 if TYPE_CHECKING:
@@ -41,6 +43,16 @@ class Boundary:
         self.slots = asyncio.Semaphore(parse_int(value, "parallelism")) if bounded else NullLock()
         self.fail_fast = bounded and str(tmpl.get("failFast", "")).lower() == "true"
         self.stopped = False
+        self.hook_error: Node | None = None  # a child's hook that ended Error fails the template
+
+    def failure(self) -> tuple[str, str] | None:
+        """(phase, message) if the template fails whatever its children did."""
+        if self.stopped:
+            return FAILED, FAIL_FAST_MESSAGE
+        if self.hook_error is not None:
+            n = self.hook_error
+            return FAILED, f"hook '{n.display_name}' errored: {n.message}"
+        return None
 
     def observe(self, node: Node) -> None:
         if self.fail_fast and node.phase in BAD_PHASES:
@@ -128,7 +140,20 @@ async def run_task(ex: "Executor", parent: Node, task: dict, scope: Scope, base_
     return ex.finish(group, phase, msg)
 
 
-def task_arguments(task: dict, scope: Scope) -> dict[str, str]:
+_OUTPUT_REF = re.compile(r"\{\{\s*(tasks|steps)\.([^.}\s]+)\.outputs\.[^}]*\}\}")
+
+
+def _absent_output(scope: Scope, text: str) -> bool:
+    """Is ``text`` exactly one reference to an output of a Skipped/Omitted task/step?"""
+    m = _OUTPUT_REF.fullmatch(text.strip())
+    node = ((scope.data.get(m.group(1)) or {}).get(m.group(2)) or {}) if m else {}
+    return node.get("status") in (SKIPPED, OMITTED)
+
+
+def task_arguments(ex: "Executor", task: dict, scope: Scope, tmpl_name: str) -> dict[str, str]:
+    """The task's argument values.  An argument that is solely a reference to an absent
+    output (its producer was skipped) is left out when the consuming input has a default,
+    so the default applies (Argo docs, variables.md "Outputs of Skipped and Omitted Nodes")."""
     arguments = task.get("arguments") or {}
     if arguments.get("artifacts"):
         raise WorkflowError("artifact arguments are not supported by the local runner")
@@ -138,7 +163,11 @@ def task_arguments(task: dict, scope: Scope) -> dict[str, str]:
             if p.get("valueFrom"):
                 raise WorkflowError(f"argument {p.get('name')!r}: valueFrom is not supported locally")
             raise WorkflowError(f"argument {p.get('name')!r} has no value")
-        args[p["name"]] = scope.substitute(param_str(p["value"]))
+        try:
+            args[p["name"]] = scope.substitute(param_str(p["value"]))
+        except SubstitutionError:
+            if not (_absent_output(scope, param_str(p["value"])) and ex.input_has_default(tmpl_name, p["name"])):
+                raise
     return args
 
 
@@ -154,18 +183,22 @@ async def run_instance(ex: "Executor", parent: Node, task: dict, scope: Scope, n
                                  f"when '{text}' evaluated false", ex.default_outputs(task.get("template")))
         if task.get("templateRef"):
             raise WorkflowError("templateRef is not supported by the local runner")
-        if task.get("onExit") or task.get("hooks"):
-            raise WorkflowError("task-level onExit/hooks are not supported by the local runner")
+        hooks = task_hooks(task)
         if task.get("inline"):
             raise WorkflowError("inline templates are not supported by the local runner")
-        args = task_arguments(task, scope)
         tmpl_name = scope.substitute(str(task.get("template") or ""))
+        args = task_arguments(ex, task, scope, tmpl_name)
     except NODE_ERRORS as e:
         return ex.settle(parent, name, display, task.get("template"), ERROR, error_text(e))
     async with boundary.slots:
         if boundary.stopped:
             return ex.settle(parent, name, display, tmpl_name, OMITTED, f"not started: {FAIL_FAST_MESSAGE}")
-        node = await ex.run_template(name, display, tmpl_name, args, depth + 1)
+        if hooks:
+            node, hook_error = await run_with_hooks(ex, parent, task, hooks, scope, name, display, tmpl_name,
+                                                    args, depth)
+            boundary.hook_error = boundary.hook_error or hook_error
+        else:
+            node = await ex.run_template(name, display, tmpl_name, args, depth + 1)
     parent.children.append(node.name)
     boundary.observe(node)
     return node

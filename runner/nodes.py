@@ -78,8 +78,8 @@ def view(node: Node) -> dict[str, Any]:
     v: dict[str, Any] = {"id": node.id, "status": node.phase,
                          "startedAt": rfc3339(node.started_at), "finishedAt": rfc3339(node.finished_at)}
     if node.phase in (SKIPPED, OMITTED):
-        # Argo v4.1: a node that never ran exposes its template's ``valueFrom.default``
-        # outputs (argo-workflows PR #16223, addSkippedNodeOutputsToScope).
+        # A node that never ran exposes its template's ``valueFrom.default`` outputs; others
+        # are absent (Argo docs, variables.md "Outputs of Skipped and Omitted Nodes").
         if node.outputs.get("parameters"):
             v["outputs"] = {"parameters": dict(node.outputs["parameters"])}
     elif node.outputs or node.type in ("Pod", "TaskGroup"):

@@ -32,17 +32,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import events as ev
+from . import mountns
 from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity
 from .reaper import Reaper
 
@@ -94,15 +95,6 @@ class PodResult:
 
 # ------------------------------------------------------------------ process helpers
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _preexec() -> None:  # pragma: no cover - runs in the child
-    # Die with the runner even if it is SIGKILLed (Linux only, best effort).
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -116,7 +108,7 @@ class PodRunner(PodSetup):
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True,
                  private_tmp: bool = True, force_env: dict[str, str | None] | None = None,
-                 node_capacity: dict[str, str] | None = None):
+                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None):
         self.work_dir = Path(work_dir)
         self.base_env = dict(base_env)
         self.code_dir = Path(code_dir).resolve() if code_dir else None
@@ -127,6 +119,10 @@ class PodRunner(PodSetup):
         self.config_maps = config_maps or {}
         self.stream_logs = stream_logs
         self.private_tmp = private_tmp
+        # Volumes as real mounts in a private mount namespace per container (runner.mountns)
+        # where this machine allows it (default: if it does), else path prefixes rewritten.
+        self.mount_namespaces = mountns.available() if mount_namespaces is None else mount_namespaces
+        self.created_mount_points: set[str] = set()
         # Applied after the container's own env (None = remove), e.g. ``mfargo run --user``.
         self.force_env = dict(force_env or {})
         # The one node's allocatable resources (None = unlimited): a pod requesting more
@@ -157,10 +153,13 @@ class PodRunner(PodSetup):
             _signal_group(pgid, signal.SIGKILL)
 
     def close(self) -> None:
-        """After kill_all: stop the watchdog (it kills nothing on a clean stop)."""
+        """After kill_all: stop the watchdog (it kills nothing on a clean stop) and remove
+        the mount points the run had to create."""
         if self._reaper is not None:
             self._reaper.close()
             self._reaper = None
+        mountns.release_mount_points(self.created_mount_points)
+        self.created_mount_points.clear()
 
     @property
     def live_pods(self) -> list[str]:
@@ -328,8 +327,9 @@ class PodRunner(PodSetup):
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=str(p["cwd"]), env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True, preexec_fn=_preexec if sys.platform.startswith("linux") else None)
-        except OSError as e:
+                start_new_session=True,
+                preexec_fn=mountns.preexec(p["binds"], p["workdir"], p["kept"]) if sys.platform.startswith("linux") else None)
+        except (OSError, subprocess.SubprocessError) as e:
             msg = f"failed to start container {p['name']!r}: {e}"
             log.write(f"runner: {msg}\n".encode())
             return 128, "StartError", msg, ""

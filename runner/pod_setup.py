@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import events as ev
+from . import mountns
 
 if TYPE_CHECKING:
     from .pod import PodSpec
@@ -195,7 +196,8 @@ class PodSetup:
                        f"Kubernetes {what}s; pass it to the runner (secrets=/config_maps=)")
 
     def _prepare(self, pod: PodSpec, c: dict, mounts, pod_dir: Path, is_main: bool) -> dict:
-        rewrite = make_rewriter(mounts)
+        # With mount namespaces the container sees its paths as they are: nothing to rewrite.
+        rewrite = (lambda text: text) if self.mount_namespaces else make_rewriter(mounts)
         cname = c.get("name") or "main"
         cenv: dict[str, str] = {}
         for src in c.get("envFrom") or []:
@@ -272,12 +274,22 @@ class PodSetup:
             script_path.chmod(0o755)
             argv.append(str(script_path))
         cwd = pod_dir
+        if self.mount_namespaces:
+            binds = mountns.ordered(mounts)
+            self.created_mount_points.update(mountns.claim_mount_points(binds))
+            # The caller's env names host paths (METAFLOW_DATASTORE_SYSROOT_LOCAL, a venv on PATH...):
+            # they stay host paths inside the pod.
+            needed = [str(self.work_dir), str(self.code_dir or ""), *mountns.host_paths(self.base_env),
+                      *env.get("PYTHONPATH", "").split(os.pathsep)]
+            return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": binds,
+                    "kept": mountns.keep_visible(binds, needed),
+                    "workdir": str(c["workingDir"]) if c.get("workingDir") else None}
         if c.get("workingDir"):
             mapped = rewrite(str(c["workingDir"]))
             if mapped != c["workingDir"]:
                 Path(mapped).mkdir(parents=True, exist_ok=True)
                 cwd = Path(mapped)
-        return {"name": cname, "argv": argv, "env": env, "cwd": cwd}
+        return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": None, "kept": None, "workdir": None}
 
     def _warn_host_tmp(self, pod: PodSpec, texts: list[str]) -> None:
         """A /tmp/<x> the spec names that exists on this machine was probably meant to be shared."""

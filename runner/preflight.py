@@ -11,7 +11,9 @@ Checked for every template of the document (Argo's lint also covers all of them)
   image's entrypoint is unknown locally;
 * every ``{{= expression}}`` tag, ``valueFrom.expression``, ``retryStrategy.expression``
   and hook ``expression`` must parse (so unsupported functions are refused here);
-* tasks/steps using ``templateRef``, ``inline`` templates, task-level ``onExit``/``hooks``.
+* tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
+* artifacts (inputs, outputs, arguments), ``daemon``, ``podSpecPatch``, ``memoize``,
+  ``synchronization``, a ``suspend`` without ``duration``.
 """
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ from .expr import ExprError, parse
 from .model import WorkflowDoc, WorkflowError, template_type
 from .scheduler import KINDS
 from .substitute import TAG_RE
+
+
+# Template fields whose semantics the runner does not play (ignoring them would change
+# what the workflow does).
+UNSUPPORTED_FIELDS = ("daemon", "podSpecPatch", "memoize", "synchronization")
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -74,8 +81,13 @@ def _check_task(task: dict, where: str) -> None:
     for key in ("templateRef", "inline"):
         if task.get(key):
             raise WorkflowError(f"{tname}: {key} is not supported by the local runner")
-    if task.get("onExit") or task.get("hooks"):
-        raise WorkflowError(f"{tname}: task-level onExit/hooks are not supported by the local runner")
+    if (task.get("arguments") or {}).get("artifacts"):
+        raise WorkflowError(f"{tname}: artifact arguments are not supported by the local runner")
+    for hname, hook in (task.get("hooks") or {}).items():
+        if isinstance(hook, dict) and hook.get("templateRef"):
+            raise WorkflowError(f"{tname}, hook {hname!r}: templateRef is not supported by the local runner")
+        if isinstance(hook, dict) and hook.get("expression"):
+            _check_expression(str(hook["expression"]), f"{tname}, hook {hname!r}")
 
 
 def check_template(tmpl: dict) -> None:
@@ -83,6 +95,14 @@ def check_template(tmpl: dict) -> None:
     kind = template_type(tmpl)
     if kind not in KINDS:
         raise WorkflowError(f"{where}: {kind} templates are not supported by the local runner")
+    for key in UNSUPPORTED_FIELDS:
+        if tmpl.get(key):
+            raise WorkflowError(f"{where}: {key} is not supported by the local runner")
+    for section in ("inputs", "outputs"):
+        if (tmpl.get(section) or {}).get("artifacts"):
+            raise WorkflowError(f"{where}: {section} artifacts are not supported by the local runner")
+    if kind == "suspend" and not (tmpl["suspend"] or {}).get("duration"):
+        raise WorkflowError(f"{where}: a suspend without a duration cannot be resumed in the local runner")
     if kind in ("container", "script"):
         main = tmpl[kind]
         if kind == "container" or not main.get("command"):
@@ -109,6 +129,9 @@ def check_template(tmpl: dict) -> None:
 
 def check(doc: WorkflowDoc) -> None:
     """Raise WorkflowError (one line) for the first thing the runner cannot run."""
+    for key in ("synchronization", "artifactGC"):
+        if doc.spec.get(key):
+            raise WorkflowError(f"spec.{key} is not supported by the local runner")
     for name in doc.template_names:
         check_template(doc.template(name))
     for hname, hook in (doc.spec.get("hooks") or {}).items():

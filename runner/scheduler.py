@@ -84,7 +84,8 @@ class Executor(NodeBook):
         return self.pod_slots if self.pod_slots is not None else NullLock()
 
     def default_outputs(self, template_name: str | None) -> dict[str, str]:
-        """The ``valueFrom.default`` outputs a task that never ran exposes (Argo v4.1)."""
+        """The ``valueFrom.default`` outputs a task that never ran exposes (Argo docs,
+        variables.md "Outputs of Skipped and Omitted Nodes", v3.7.16/v4.0.7 and after)."""
         try:
             tmpl = self.doc.template(str(template_name))
         except (WorkflowError, KeyError, TypeError):
@@ -95,6 +96,14 @@ class Executor(NodeBook):
             if vf.get("default") is not None:
                 out[p["name"]] = param_str(vf["default"])
         return out
+
+    def input_has_default(self, template_name: str, input_name: str) -> bool:
+        try:
+            tmpl = self.doc.template(template_name)
+        except WorkflowError:
+            return False
+        return any(p.get("name") == input_name and (p.get("default") is not None or p.get("value") is not None)
+                   for p in (tmpl.get("inputs") or {}).get("parameters") or [])
 
     def resolve_inputs(self, tmpl: dict, args: dict[str, str]) -> dict[str, str]:
         inputs = tmpl.get("inputs") or {}

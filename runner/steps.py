@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .fanout import FAIL_FAST_MESSAGE, Boundary, gather_all, run_task
-from .model import BAD_PHASES, FAILED, SUCCEEDED
+from .fanout import Boundary, gather_all, run_task
+from .model import BAD_PHASES, SUCCEEDED
 from .nodes import Node, continues, view
 from .outputs import composite_outputs
 from .substitute import Scope
@@ -34,9 +34,9 @@ async def run_steps(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth:
             finished[s["name"]] = r
             if r.phase in BAD_PHASES and not continues(s, r.phase):
                 failed = failed or r
-        if boundary.stopped:
-            ex.finish(gnode, FAILED, FAIL_FAST_MESSAGE, announce=False)
-            return ex.finish(node, FAILED, FAIL_FAST_MESSAGE)
+        if boundary.failure():
+            ex.finish(gnode, *boundary.failure(), announce=False)
+            return ex.finish(node, *boundary.failure())
         if failed is not None:
             ex.finish(gnode, failed.phase, failed.message, announce=False)
             return ex.finish(node, failed.phase,

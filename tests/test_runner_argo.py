@@ -3,6 +3,7 @@
 Each test is written from Argo's documentation or controller source, cited per test.
 """
 import json
+import re
 import textwrap
 
 import pytest
@@ -151,8 +152,9 @@ def test_metrics_are_evaluated_after_the_node_finishes(tmp_path):
 
 
 def test_skipped_producer_default_and_nil_coalescing(tmp_path):
-    # Argo v4.1 (PR #16223): a skipped task exposes its template's valueFrom.default
-    # outputs; expr-lang's `??` falls back over any missing link of the chain.
+    # Argo docs, variables.md "Outputs of Skipped and Omitted Nodes": a skipped task's output
+    # is its valueFrom.default, else absent: `??` falls back over it (any missing link of the
+    # chain), a comparison sees nil, a consumer input's default applies.
     result, _ = run_yaml(with_sh("""
         apiVersion: argoproj.io/v1alpha1
         kind: Workflow
@@ -171,7 +173,14 @@ def test_skipped_producer_default_and_nil_coalescing(tmp_path):
                 arguments:
                   parameters:
                   - name: cmd
-                    value: "echo {{tasks.producer.outputs.parameters.y}}/{{=tasks.plain.outputs.parameters.z ?? 'fb'}}"
+                    value: "echo {{tasks.producer.outputs.parameters.y}}/{{=tasks.plain.outputs.parameters.z ?? 'fb'}}/{{=tasks.plain.outputs.parameters.z == ''}}"
+              - name: defaulted
+                depends: plain
+                template: with-default
+                arguments: {parameters: [{name: v, value: "{{tasks.plain.outputs.parameters.z}}"}]}
+          - name: with-default
+            inputs: {parameters: [{name: v, default: input-default}]}
+            container: {image: bash, command: [bash, -c, "echo {{inputs.parameters.v}}"]}
           - name: produce
             container: {image: bash, command: [bash, -c, "echo real > /tmp/y"]}
             outputs: {parameters: [{name: y, valueFrom: {path: /tmp/y, default: fallback}}]}
@@ -181,7 +190,9 @@ def test_skipped_producer_default_and_nil_coalescing(tmp_path):
         """), tmp_path)
     assert result.status == "Succeeded", result.message
     assert result.node("producer").phase == "Skipped"
-    assert result.node("consumer").outputs["result"] == "fallback/fb"
+    assert result.node("consumer").outputs["result"] == "fallback/fb/false"
+    # an argument that is only an absent output is left out: the input's default applies
+    assert result.node("defaulted").outputs["result"] == "input-default"
 
 
 FAIL_FAST_STEPS = with_sh("""
@@ -240,6 +251,12 @@ spec:
     ("  - name: bad\n    container: {image: alpine, args: [echo, hi]}\n",
      "template 'bad': container 'main' has args but no command: the image's entrypoint is unknown "
      "to the local runner"),
+    ("  - name: bad\n    outputs: {artifacts: [{name: a, path: /tmp/a}]}\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': outputs artifacts are not supported by the local runner"),
+    ("  - name: bad\n    synchronization: {mutex: {name: m}}\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': synchronization is not supported by the local runner"),
+    ("  - name: bad\n    suspend: {}\n",
+     "template 'bad': a suspend without a duration cannot be resumed in the local runner"),
     ("  - name: bad\n    container: {image: bash, command: [echo, \"{{=sprig.genPrivateKey('rsa')}}\"]}\n",
      "template 'bad': expression \"sprig.genPrivateKey('rsa')\": function sprig.genPrivateKey() is not "
      "supported by the local runner"),
@@ -254,11 +271,78 @@ def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra
     assert not (tmp_path / "w" / "pods").exists()
 
 
-def test_task_level_hooks_are_refused_before_the_run(tmp_path, capsys):
-    wf = tmp_path / "wf.yaml"
-    wf.write_text(REFUSED_BASE.replace("TEMPLATE", "ok").replace(
-        "template: ok}\n  - name: ok", "template: ok, onExit: ok}\n  - name: ok"))
-    assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["mfargo run: template 'main', task 'later': task-level onExit/hooks are not supported "
-                   "by the local runner"]
+HOOKS = with_sh("""
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: hooks}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        dag:
+          tasks:
+          - name: a
+            template: sh
+            continueOn: {failed: true}
+            arguments: {parameters: [{name: cmd, value: "echo out > /tmp/o; exit 1"}]}
+            hooks:
+              exit:
+                template: sh
+                arguments: {parameters: [{name: cmd, value: "echo exit-saw-{{tasks.a.status}}"}]}
+              running:
+                expression: tasks.a.status == "Running"
+                template: sh
+                arguments: {parameters: [{name: cmd, value: "echo running"}]}
+              failed:
+                expression: tasks.a.status == "Failed"
+                template: sh
+                arguments: {parameters: [{name: cmd, value: "echo failed"}]}
+              never:
+                expression: tasks.a.status == "Succeeded"
+                template: sh
+                arguments: {parameters: [{name: cmd, value: "echo never"}]}
+          - {name: b, depends: a.Failed, template: sh, arguments: {parameters: [{name: cmd, value: "true"}]}}
+""")
+
+
+def test_task_lifecycle_and_exit_hooks(tmp_path):
+    # docs/lifecyclehook.md: an expression hook runs once when its expression holds; the exit
+    # hook after the task; tasks depending on it wait for all its hooks; a Failed hook is ignored.
+    result, _ = run_yaml(HOOKS, tmp_path)
+    assert result.status == "Succeeded", result.message
+    by_name = {n.display_name: n for n in result.nodes.values()}
+    assert by_name["a.onExit"].outputs["result"] == "exit-saw-Failed"
+    assert by_name["a.hooks.running"].outputs["result"] == "running"
+    assert by_name["a.hooks.failed"].outputs["result"] == "failed"
+    assert "a.hooks.never" not in by_name
+    b = result.node("b")
+    assert all(b.started_at >= by_name[h].finished_at for h in ("a.onExit", "a.hooks.running", "a.hooks.failed"))
+
+
+def test_a_hook_that_errors_fails_the_template_and_onexit_runs_per_step(tmp_path):
+    # A hook ending Error fails its DAG/Steps template (continueOn does not cover it).
+    bad = re.sub(r"(exit:\n\s+template: )sh", r"\1no-such-template", HOOKS)
+    assert bad != HOOKS
+    result, _ = run_yaml(bad, tmp_path / "bad")
+    assert result.status == "Failed"
+    assert result.message.startswith("hook 'a.onExit' errored: template 'no-such-template' not found")
+    result, _ = run_yaml(with_sh("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: steps-onexit}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            steps:
+            - - name: s
+                template: sh
+                onExit: bye
+                withItems: [1, 2]
+                arguments: {parameters: [{name: cmd, value: "echo {{item}}"}]}
+          - name: bye
+            container: {image: bash, command: [bash, -c, "echo bye"]}
+        """), tmp_path / "steps")
+    assert result.status == "Succeeded", result.message
+    exits = sorted(n.display_name for n in result.nodes.values() if n.display_name.endswith(".onExit"))
+    assert exits == ["s(0:1).onExit", "s(1:2).onExit"]

@@ -50,14 +50,38 @@ def test_expressions(src, expected):
     ("nosuch.thing", "unknown name"),
     ("asInt('abc')", "not an integer"),
     ("'a' + 1", "invalid operation"),
-    ("filter([1,2], {# > 1})", "not supported"),
-    ("jsonpath(x, '$.a')", "not supported"),
+    ("reduce([1,2], {# + #acc})", "not supported"),
+    ("sprig.genPrivateKey('rsa')", "not supported"),
+    ("filter([1,2], {#})", "predicate must be a bool"),
+    ("jsonpath('{\"a\": 1}', '$.b')", "matched nothing"),
     ("1 +", "unexpected end"),
     ("inputs.parameters.num-parallel", "hyphenated name"),
 ])
 def test_expression_errors(src, msg):
     with pytest.raises(ExprError, match=msg):
         evaluate(src, ENV)
+
+
+@pytest.mark.parametrize("src,expected", [
+    # expr-lang predicates (docs: language-definition.md): `#` is the element, `.f` is `#.f`
+    ("filter([1, 2, 3], {# > 1})", [2, 3]),
+    ("all([1, 2], {# > 0}) && any([1, 2], {# == 2}) && none([1], {# > 5}) && one([1, 2], {# == 1})", True),
+    ("count(['a', 'bb', 'cc'], {len(#) == 2})", 2),
+    ("'argo' startsWith 'ar' && 'argo' endsWith 'go' && 'argo' contains 'rg' && 'a1' matches '^a[0-9]$'", True),
+    # Argo's jsonpath(json, path)
+    ("jsonpath('{\"a\": {\"b\": [1, 2]}}', '$.a.b[1]')", 2),
+    ("jsonpath('{\"xs\": [{\"n\": 1}, {\"n\": 2}]}', '$.xs[*].n')", [1, 2]),
+    # sprig (subject last) and expr builtins
+    ("sprig.replace('-', '_', 'a-b') + sprig.trimSuffix('.py', 'f.py') + join(split('x,y', ','), '+')", "a_bfx+y"),
+    ("sprig.contains('b', 'abc') && hasPrefix('abc', 'a')", True),
+    ("fromJSON('[1, 2]')[1]", 2),
+])
+def test_closures_jsonpath_and_functions(src, expected):
+    assert evaluate(src, ENV) == expected
+
+
+def test_map_over_a_list_of_maps():
+    assert evaluate("map(xs, {.n * 2})", {"xs": [{"n": 1}, {"n": 2}]}) == [2, 4]
 
 
 def test_ternary_does_not_evaluate_untaken_branch():

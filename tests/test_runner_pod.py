@@ -3,6 +3,7 @@ PYTHONPATH/sitecustomize chaining, start failures, script templates."""
 import json
 
 from mfargo.runner import events as ev
+from mfargo.runner import mountns
 from mfargo.runner.testing import pod_env, run_yaml
 
 
@@ -40,7 +41,8 @@ def test_code_dir_mapping_and_working_dir(tmp_path):
     for e in rec.kinds(ev.LOG):
         logs[e.node].append(e.message)
     assert logs["cd"] == ["mymod.py", "from code dir"]
-    assert logs["wd"][0] == str(code)
+    # a mount namespace shows the container path; the fallback rewrites it to the host path
+    assert logs["wd"][0] == ("/app" if mountns.available() else str(code))
     assert logs["wd"][1] == "X = 'from code dir'"
     site_dir = str((__import__("mfargo.runner.pod", fromlist=["x"]).SITE_DIR))
     assert json.loads(logs["wd"][2].replace("'", '"')) == [site_dir, str(code)]
@@ -224,3 +226,37 @@ def test_unreachable_endpoints_fail_the_task_at_once_with_one_line(tmp_path):
     node = result.node("unreachable")
     assert lines == [f"mfargo runner: metadata service http://metadata.default.svc:2 (METAFLOW_SERVICE_URL) is "
                      f"unreachable from pod {node.pod_name}: Connection refused"]
+
+
+MOUNTS = """
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: mounts}
+    spec:
+      entrypoint: main
+      arguments: {parameters: [{name: v, value: /tmp/x}]}
+      volumes: [{name: scratch, emptyDir: {}}]
+      templates:
+      - name: main
+        container:
+          image: bash
+          command: [bash, -c, 'printf "%s|%s\\n" "$0" "$V"; grep " /data " /proc/mounts | cut -d" " -f2; echo t > /tmp/x; pwd', "{{workflow.parameters.v}}"]
+          env: [{name: V, value: "{{workflow.parameters.v}}"}]
+          workingDir: /data
+          volumeMounts: [{name: scratch, mountPath: /data}]
+"""
+
+
+def test_volumes_are_mounts_and_values_arrive_byte_for_byte(tmp_path):
+    # Kubernetes: a volumeMount is a mount point, /tmp is the container's own, and a
+    # parameter value naming /tmp/x is the text /tmp/x (never rewritten).
+    if not mountns.available():
+        import pytest
+        pytest.skip("this machine gives no mount namespaces (not root): paths are rewritten instead")
+    result, rec = run_yaml(MOUNTS, tmp_path)
+    assert result.status == "Succeeded", result.message
+    lines = [e.message for e in rec.kinds(ev.LOG)]
+    assert lines == ["/tmp/x|/tmp/x", "/data", "/data"]
+    pod_dir = result.work_dir / "pods" / result.node("mounts").pod_name
+    assert (pod_dir / "tmp" / "x").read_text() == "t\n"  # the pod's private /tmp
+    assert not __import__("os").path.exists("/data")  # the mount point the run made is gone
