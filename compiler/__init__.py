@@ -101,6 +101,8 @@ def _check_options(options: CompileOptions) -> None:
 
     for tag in options.tags:
         rules.tag(tag)
+    for name, value in options.config_env + (("--datastore-root", options.datastore_root or ""),):
+        rules.no_url_credentials(name, value)
     if options.max_workers < 1:
         raise CompileError("--max-workers must be at least 1, not %d" % options.max_workers)
     if options.timeout_seconds is not None and options.timeout_seconds <= 0:

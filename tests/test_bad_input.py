@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from flowtools import EXAMPLE_ARGS, compile_file
+from flowtools import EXAMPLE_ARGS, clean_env, compile_file
 
 FLOW = """
 from metaflow import (FlowSpec, Parameter, step, kubernetes, resources, retry, timeout, catch,
@@ -119,6 +119,11 @@ CASES = {
     "max workers negative": {"args": ("--max-workers", "-1"), "where": "--max-workers"},
     "workflow timeout negative": {"args": ("--workflow-timeout", "-5"), "where": "--workflow-timeout"},
     "workflow timeout zero": {"args": ("--workflow-timeout", "0"), "where": "--workflow-timeout"},
+    # credentials in Metaflow's URLs
+    "service url password": {"env": {"METAFLOW_SERVICE_URL": "https://u:PASS@md.example.com"},
+                             "where": "METAFLOW_SERVICE_URL holds a user name/password"},
+    "s3 endpoint password": {"env": {"METAFLOW_S3_ENDPOINT_URL": "http://key:secret@minio:9000"},
+                             "where": "METAFLOW_S3_ENDPOINT_URL holds a user name/password"},
 }
 
 
@@ -141,7 +146,7 @@ def _run(tmp_path, name: str, case: dict) -> str | None:
     out.write_bytes(b"existing: file\n")
     os.chmod(out, 0o640)
     proc = compile_file(flow, "--output-file", str(out), "--code-in-image", "/app", *case.get("args", ()),
-                        top_args=EXAMPLE_ARGS, check=False)
+                        top_args=EXAMPLE_ARGS, env=clean_env(**case.get("env", {})), check=False)
     lines = [x for x in proc.stderr.splitlines() if x.startswith("mfargo:")]
     problems = []
     if proc.returncode == 0:
@@ -150,7 +155,7 @@ def _run(tmp_path, name: str, case: dict) -> str | None:
         problems.append("%d mfargo lines" % len(lines))
     elif case["where"] not in lines[0]:
         problems.append("line does not name %r" % case["where"])
-    if "Traceback" in proc.stderr or "internal error" in proc.stderr:
+    if "Traceback" in proc.stderr or "internal error" in proc.stderr or "PASS" in proc.stderr:
         problems.append("traceback/internal error")
     if out.read_bytes() != b"existing: file\n" or (os.stat(out).st_mode & 0o777) != 0o640:
         problems.append("output file changed")

@@ -151,3 +151,42 @@ def test_argo_tags_in_user_text_are_refused(tmp_path):
         assert len(lines) == 1 and where in lines[0] and "'{{'" in lines[0], proc.stderr
         assert "Traceback" not in proc.stderr
         assert out.read_text() == "kept\n"
+
+
+GANG_SIZE = """
+from metaflow import FlowSpec, Parameter, step, parallel
+
+class SizeFlow(FlowSpec):
+    n = Parameter("n", default=2, type=int)
+
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=self.n)
+
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    SizeFlow()
+"""
+
+
+def test_num_parallel_that_is_not_a_pod_count_fails_the_splitter(mf_env, tmp_path):
+    c = compile_flow(tmp_path, mf_env, GANG_SIZE)
+    result, rec = c.run({"n": "0"})
+    assert result.status != "Succeeded", tail(result, rec)
+    assert result.jobsets == {}  # no broken JobSet was created
+    logs = "\n".join(rec.lines()) + "".join(p.read_text(errors="replace") for p in tmp_path.rglob("log")
+                                             if p.is_file())
+    assert "step start: num_parallel must be a whole number >= 1 (the gang's pod count), not None" in logs, \
+        tail(result, rec)

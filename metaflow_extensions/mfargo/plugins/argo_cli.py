@@ -124,6 +124,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
                                   enable_error_msg_capture=enable_error_msg_capture)
         if check and not output_file:
             raise CompileError("--check compares with a file: give --output-file FILE")
+        if output_file and not check:
+            output.check_target(output_file)  # before compiling and uploading anything
         deploying = not (only_yaml or only_json or output_file or graph)
         options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
                                          workflow_priority)
@@ -178,7 +180,11 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
     if check:
         sys.exit(_check(output_file, text))
     if output_file:
-        output.write_atomic(output_file, text)
+        try:
+            output.write_atomic(output_file, text)
+        except UserError as e:
+            click.secho("mfargo: %s" % e, fg="red", err=True)
+            sys.exit(1)
         click.echo("Wrote %s" % output_file, err=True)
     else:
         sys.stdout.write(text)

@@ -40,6 +40,10 @@ class MfargoInternalDecorator(StepDecorator):
             _setup_parallel_env(ubf_context, float(self.attributes["hostname_resolution_timeout"]))
 
     def task_post_step(self, step_name, flow, graph, retry_count, max_user_code_retries):
+        node = graph[step_name]
+        if node.type == "foreach" and node.parallel_foreach:
+            ubf = getattr(flow, "_parallel_ubf_iter", None)  # absent when num_parallel < 1 or None
+            gang_size(step_name, getattr(ubf, "num_parallel", None))
         if graph[step_name].parallel_step and "MF_CONTROL_INDEX" in os.environ:
             flow._control_mapper_tasks = [
                 "%s/%s/%s" % (self._run_id, step_name, task) for task in _gang_task_ids()
@@ -54,11 +58,21 @@ class MfargoInternalDecorator(StepDecorator):
                 f.write(value)
 
 
+def gang_size(step_name, value):
+    """num_parallel as the gang's pod count: a whole number >= 1, else the splitter fails."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MetaflowException(
+            "step *%s*: num_parallel must be a whole number >= 1 (the gang's pod count), not %r"
+            % (step_name, value)
+        )
+    return value
+
+
 def output_files(task_id, node, flow):
     """File name -> content: what this task tells its successors through Argo outputs."""
     outputs = {contract.TASK_ID_FILE: task_id}
     if node.type == "foreach" and node.parallel_foreach:
-        n = int(flow._parallel_ubf_iter.num_parallel)
+        n = gang_size(node.name, flow._parallel_ubf_iter.num_parallel)
         outputs[contract.NUM_PARALLEL_FILE] = str(n)
         outputs[contract.WORKER_COUNT_FILE] = str(n - 1)
         outputs[contract.ENTROPY_FILE] = uuid.uuid4().hex[: contract.ENTROPY_CHARS]

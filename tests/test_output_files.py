@@ -1,0 +1,100 @@
+"""Files and uploads: the written YAML's mode, refused targets, package upload failures in
+seconds, and credentials in Metaflow's URLs (in-process; the CLI paths are in test_bad_input)."""
+import os
+import stat
+
+import pytest
+
+from mfargo import output
+from mfargo.compiler import CompileError, rules
+from mfargo.errors import UserError
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_new_file_gets_the_umask_mode(tmp_path):
+    old = os.umask(0o027)
+    try:
+        output.write_atomic(tmp_path / "new.yaml", "a: 1\n")
+    finally:
+        os.umask(old)
+    assert mode(tmp_path / "new.yaml") == 0o640
+    assert (tmp_path / "new.yaml").read_text() == "a: 1\n"
+
+
+def test_existing_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "wf.yaml"
+    target.write_text("old\n")
+    os.chmod(target, 0o664)
+    output.write_atomic(target, "new\n")
+    assert mode(target) == 0o664 and target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wf.yaml"]  # no temp file left
+
+
+def test_read_only_target_and_directory_are_refused(tmp_path):
+    target = tmp_path / "wf.yaml"
+    target.write_text("keep\n")
+    os.chmod(target, 0o444)
+    with pytest.raises(UserError, match="read-only"):
+        output.write_atomic(target, "new\n")
+    assert target.read_text() == "keep\n" and mode(target) == 0o444
+    with pytest.raises(UserError, match="is a directory"):
+        output.check_target(tmp_path)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="not a directory"):
+        output.check_target(tmp_path / "file" / "wf.yaml")
+
+
+@pytest.mark.parametrize("name, url", [
+    ("METAFLOW_SERVICE_URL", "https://user:PASS@metadata.example.com/api"),
+    ("METAFLOW_S3_ENDPOINT_URL", "http://key:secret@minio:9000"),
+    ("--datastore-root", "s3://user:pw@bucket/prefix"),
+])
+def test_urls_with_credentials_are_refused(name, url):
+    with pytest.raises(CompileError) as info:
+        rules.no_url_credentials(name, url)
+    message = str(info.value)
+    assert name in message and "Kubernetes Secret" in message
+    assert "PASS" not in message and "secret@" not in message and "pw" not in message
+
+
+def test_urls_without_credentials_pass():
+    rules.no_url_credentials("METAFLOW_SERVICE_URL", "https://metadata.example.com/api")
+    rules.no_url_credentials("X", "not a url")
+
+
+def test_upload_without_credentials_or_endpoint_fails_at_once(monkeypatch):
+    from metaflow import metaflow_config
+
+    from metaflow_extensions.mfargo.plugins.metaflow_inputs import s3_preflight
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with pytest.raises(UserError, match="no AWS credentials"):
+        s3_preflight("s3://bucket/prefix/x")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    monkeypatch.setattr(metaflow_config, "S3_ENDPOINT_URL", "http://127.0.0.1:9", raising=False)
+    with pytest.raises(UserError, match="cannot reach S3 at http://127.0.0.1:9"):
+        s3_preflight("s3://bucket/prefix/x", timeout=2)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "2", None, True])
+def test_gang_size_refuses_what_is_not_a_pod_count(value):
+    from metaflow.exception import MetaflowException
+
+    from metaflow_extensions.mfargo.plugins.pod_hooks import gang_size
+
+    with pytest.raises(MetaflowException, match=r"step \*start\*: num_parallel must be a whole number >= 1"):
+        gang_size("start", value)
+
+
+def test_gang_size_accepts_counts():
+    from metaflow_extensions.mfargo.plugins.pod_hooks import gang_size
+
+    assert [gang_size("s", n) for n in (1, 2, 64)] == [1, 2, 64]
