@@ -84,6 +84,9 @@ class JobSetKey:
     KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"  # Kueue's label, read on the JobSet
     API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
     KIND: Final = "JobSet"
+    # Every rank's container: `argo logs WORKFLOW` lists pods by the workflow label and
+    # prints the container named "main" unless told otherwise, so all ranks show.
+    CONTAINER: Final = "main"
     CONTROL_JOB: Final = contract.CONTROL_ROLE
     WORKER_JOB: Final = contract.WORKER_ROLE
 

@@ -136,7 +136,7 @@ def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) ->
     vols, mounts, extra_env = common.volumes(compute, with_outputs=False)
     container = emit.plain(
         m.Container(
-            name=wiring.task_name(step.name),
+            name=JobSetKey.CONTAINER,
             image=compute.image,
             image_pull_policy=compute.image_pull_policy,
             command=command,

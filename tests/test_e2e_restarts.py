@@ -109,7 +109,7 @@ def test_user_code_failure_fails_the_jobset_at_once_and_argo_retries(mf_env, tmp
                         failed["message"]), failed
     assert second["terminalState"] == "Completed" and second["restarts"] == 0
     text = "\n".join(rec.lines())
-    assert re.search(r"Container train for pod \S+/js-\w{10}-0-worker-0-0-\w+ failed with exit code 1 "
+    assert re.search(r"Container main for pod \S+/js-\w{10}-0-worker-0-0-\w+ failed with exit code 1 "
                      r"matching FailJob rule at index 1", text), text[-3000:]
     got = c.client("""
         run = Run(sys.argv[1])

@@ -112,3 +112,24 @@ def test_entropy_round_trip():
     assert pod_contract.entropy_of(pod_contract.control_task_id("abc")) == "abc"
     with pytest.raises(ValueError):
         pod_contract.entropy_of("worker-abc-0")
+
+
+def test_every_rank_is_found_by_argo_logs(compiled):
+    """`argo logs WORKFLOW` lists pods labelled workflows.argoproj.io/workflow=<name> and prints
+    their "main" container: every rank's pod (as the runner's JobSet controller makes it) has both."""
+    import json
+
+    from mfargo.compiler.constants import JobSetKey, Label
+    from mfargo.runner import jobset_pod
+
+    wf, _ = compiled
+    text = json.dumps(jobset.manifest(wf.steps["train"], wf)).replace("{{workflow.name}}", "dt-abcde")
+    obj = json.loads(text)
+    for rj in obj["spec"]["replicatedJobs"]:
+        rj["replicas"] = 2 if rj["name"] == JobSetKey.WORKER_JOB else 1
+    obj["metadata"]["name"] = "js-e"
+    for rjob, replicas in ((JobSetKey.CONTROL_JOB, 1), (JobSetKey.WORKER_JOB, 2)):
+        for j in range(replicas):
+            pod = jobset_pod.build(obj, "default", rjob, replicas, j, j, 0, 0, 3)
+            assert pod.labels[Label.ARGO_WORKFLOW] == "dt-abcde"
+            assert [c["name"] for c in pod.containers] == ["main"]
