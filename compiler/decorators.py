@@ -139,8 +139,8 @@ def retry(step: str, decorators) -> ir.Retry:
         if deco.name == "retry":
             minutes = rules.count(step, "retry", "minutes_between_retries",
                                   deco.attributes.get("minutes_between_retries") or 0)
-        if deco.name == "catch":
-            rules.python_identifier(step, "catch", "var", deco.attributes.get("var"))
+        if deco.name in ("catch", "gang_catch"):
+            rules.python_identifier(step, deco.name, "var", deco.attributes.get("var"))
     return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes)
 
 

@@ -7,6 +7,7 @@ CLIS_DESC = [("argo-workflows", ".argo_cli.cli")]
 STEP_DECORATORS_DESC = [
     ("mfargo_internal", ".pod_hooks.MfargoInternalDecorator"),
     ("jobset", ".jobset_decorator.JobSetDecorator"),
+    ("gang_catch", ".gang_catch.GangCatchDecorator"),
 ]
 # Metaflow's Deployer API (`Deployer(...).argo_workflows()`) drives mfargo's commands.
 DEPLOYER_IMPL_PROVIDERS_DESC = [("argo-workflows", ".deployer.MfargoArgoWorkflowsDeployer")]
