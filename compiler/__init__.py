@@ -16,7 +16,7 @@ from .constants import Env, Label
 from .errors import CompileError
 from .options import CompileOptions
 
-__all__ = ["compile_flow", "with_code_package", "own_env", "CompileError", "CompileOptions"]
+__all__ = ["compile_flow", "with_code_package", "with_environment", "own_env", "CompileError", "CompileOptions"]
 
 
 def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
@@ -83,6 +83,17 @@ def _gangs(shapes: dict, graph, options: CompileOptions) -> dict[str, ir.Gang]:
             compute = decos.compute(gang.step, decorators, options.default_image, options.namespace)
             gangs[gang.step] = replace(gang, placement=decos.placement(gang.step, decorators, compute))
     return gangs
+
+
+def with_environment(wf: ir.Workflow, steps: dict[str, tuple[str, tuple[str, ...]]], init_executable: str) -> ir.Workflow:
+    """What Metaflow's environment plugin gives each step: (executable, bootstrap commands)."""
+    from dataclasses import replace
+
+    new_steps = {
+        name: replace(step, executable=steps[name][0], bootstrap_commands=steps[name][1]) if name in steps else step
+        for name, step in wf.steps.items()
+    }
+    return replace(wf, steps=new_steps, init_executable=init_executable)
 
 
 def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:

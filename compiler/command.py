@@ -85,6 +85,7 @@ class StepCall:
     script: str
     top_level_args: tuple[str, ...]
     decorator_specs: tuple[str, ...]
+    executable: str  # Metaflow's environment plugin's interpreter (text from Metaflow, not from users)
     step: str
     run_id: str
     task_id: Token
@@ -166,7 +167,7 @@ def last_steps_lines(last_steps: str, split_task_suffix: str) -> list[Line]:
 
 
 def metaflow_call(call: StepCall) -> Line:
-    tokens: list[Token] = [Raw("python"), Lit(call.script)]
+    tokens: list[Token] = [Raw(call.executable), Lit(call.script)]
     tokens += [Lit(a) for a in call.top_level_args]
     for spec in call.decorator_specs + (INTERNAL_DECORATOR,):
         tokens += [Raw("--with"), Lit(spec)]
@@ -221,9 +222,24 @@ def with_task_logs(line: Line, *, last: bool = False) -> Line:
     return ((Raw("exec"),) if last else ()) + (Raw("python -m"), Lit(TASK_LOGS_MODULE)) + line
 
 
-def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args) -> Line:
+# Metaflow's log tee and uploader (metaflow/mflog): environment bootstraps call `flush_mflogs`.
+MFLOG_TEE = "python -m metaflow.mflog.tee task"
+FLUSH_MFLOGS = "flush_mflogs(){ python -m metaflow.mflog.save_logs; }"
+
+
+def bootstrap_lines(commands: tuple[str, ...]) -> list[Line]:
+    """Metaflow's environment bootstrap, run in this shell (it exports PATH, MF_ARCH) with its
+    output in the task's logs through Metaflow's tee, as core captures it."""
+    if not commands:
+        return []
+    tee = "%s \"${%s}\"" % (MFLOG_TEE, LogEnv.STDOUT), "%s \"${%s}\" >&2" % (MFLOG_TEE, LogEnv.STDERR)
+    return [(Raw(FLUSH_MFLOGS),), (Raw("{"),), *[(Raw(c),) for c in commands],
+            (Raw("} > >(%s) 2> >(%s)" % tee),)]
+
+
+def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args, executable: str = "python") -> Line:
     """`flow.py init`: writes the run's _parameters task from METAFLOW_INIT_* env."""
-    tokens: list[Token] = [Raw("python"), Lit(script)]
+    tokens: list[Token] = [Raw(executable), Lit(script)]
     tokens += [Lit(a) for a in top_level_args]
     tokens += [Raw("init"), Raw("--run-id"), Lit(run_id), Raw("--task-id"), Lit(task_id)]
     tokens += [Lit(a) for a in step_args]

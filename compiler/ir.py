@@ -171,6 +171,9 @@ class Step:
     timeout_seconds: int
     environment: tuple[tuple[str, str], ...] = ()
     decorator_specs: tuple[str, ...] = ()  # --with specs for decorators added on the command line
+    # From Metaflow's environment plugin (--environment=pypi|conda|uv, @pypi, @conda), as core asks it:
+    executable: str = "python"  # runs the step, e.g. `$MF_ARCH/<env id>/bin/python -s`
+    bootstrap_commands: tuple[str, ...] = ()  # build or fetch the environment in the pod first
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -210,6 +213,7 @@ class Workflow:
     namespace: str | None
     top_level_args: tuple[str, ...]  # e.g. --datastore=s3 --metadata=local ...
     datastore: str  # Metaflow datastore type (s3, gs, azure, local): where task logs are saved
+    init_executable: str = "python"  # runs `flow.py init` (the environment plugin's for `_parameters`)
     step_args: tuple[str, ...]  # e.g. --tag x --namespace y, passed to init and step
     env: tuple[tuple[str, str], ...]  # shared by every pod
     labels: tuple[tuple[str, str], ...]

@@ -18,11 +18,13 @@ def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
     call = _call(step, wf, sh.Lit(naming.task_id(step.name, CTX, iteration)), split_index=_split_index(step))
     lines += task_log_setup(call, wf)
+    lines += sh.bootstrap_lines(step.bootstrap_commands)
     if isinstance(step.inputs, ir.FromParameters):
         for p in wf.parameters:
             lines += sh.decode_base64_env(parameter_base64_env(p.name), parameter_env(p.name))
         lines += sh.unset_if_empty(nullable_parameter_envs(wf))
-        init = sh.init_call(wf.script, wf.top_level_args, wiring.RUN_ID, naming.PARAMETERS_TASK_ID, wf.step_args)
+        init = sh.init_call(wf.script, wf.top_level_args, wiring.RUN_ID, naming.PARAMETERS_TASK_ID, wf.step_args,
+                            wf.init_executable)
         lines.append(sh.with_task_logs(init))
     lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
     return sh.bash(lines)
@@ -39,6 +41,7 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
                  num_parallel=gang.NUM_PARALLEL, retry_count=attempt, max_retries=max_retries)
     lines += setup
     lines += task_log_setup(call, wf)
+    lines += sh.bootstrap_lines(step.bootstrap_commands)
     lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
     return sh.bash(lines)
 
@@ -55,6 +58,7 @@ def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retr
         retry_count = sh.Lit(common.attempt_tag(step.retry))
     return sh.StepCall(
         script=wf.script,
+        executable=step.executable,
         top_level_args=wf.top_level_args,
         decorator_specs=step.decorator_specs,
         step=step.name,

@@ -109,7 +109,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
     from metaflow.exception import MetaflowException
 
     from mfargo import cache, include_file, output, pipeline
-    from mfargo.compiler import CompileError, with_code_package
+    from mfargo.compiler import CompileError, with_code_package, with_environment
     from mfargo.errors import UserError
 
     try:
@@ -138,6 +138,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         included = include_file.defaults(obj)  # offline: descriptors only
         options = replace(options, include_files=tuple((f.parameter, f.descriptor) for f in included))
         workflow = pipeline.compile_ir(obj.flow, obj.graph, options, inputs.flow_decorators(obj.flow))
+        workflow = with_environment(workflow, *inputs.step_environments(obj))
         if graph:
             sys.stdout.write(pipeline.as_mermaid(workflow))
             return

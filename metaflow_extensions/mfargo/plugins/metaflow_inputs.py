@@ -139,6 +139,25 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
     )
 
 
+def step_environments(obj) -> tuple[dict[str, tuple[str, tuple[str, ...]]], str]:
+    """Ask Metaflow's environment plugin, as core's Argo compiler does, for each step's
+    interpreter and bootstrap commands, and for `init`'s interpreter (step `_parameters`)."""
+    env, datastore = obj.environment, obj.flow_datastore.TYPE
+    steps = {
+        node.name: (env.executable(node.name), tuple(as_core_runs(c) for c in env.bootstrap_commands(node.name, datastore)))
+        for node in obj.graph
+    }
+    return steps, env.executable("_parameters")
+
+
+def as_core_runs(command: str) -> str:
+    """Metaflow writes pod commands for a script wrapped in `bash -c "..."` (its `\\"`
+    escapes); this is that wrapping undone once, so the line runs as it runs in core's pods."""
+    import shlex
+
+    return shlex.split('bash -c "%s"' % command)[2]
+
+
 def runtime_env(metadata) -> tuple[tuple[str, str], ...]:
     """What the metadata provider sets in core's Argo pods (METAFLOW_RUNTIME_NAME: runs are
     tagged runtime:argo-workflows). Not USER, the compiling user's login: pods run as
