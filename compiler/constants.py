@@ -91,6 +91,12 @@ class JobSetKey:
     WORKER_JOB: Final = contract.WORKER_ROLE
 
 
+class Api:
+    """apiVersions of the objects mfargo emits (JobSet's: JobSetKey.API_VERSION)."""
+
+    ARGO: Final = "argoproj.io/v1alpha1"  # Workflow, WorkflowTemplate, CronWorkflow, Sensor
+
+
 class Label:
     """Labels and annotations on Argo objects and JobSets."""
 
@@ -117,6 +123,12 @@ class Label:
     SENSOR_NAME: Final = "metaflow/sensor_name"
     SENSOR_NAMESPACE: Final = "metaflow/sensor_namespace"
     BUNDLE_OBJECTS: Final = "mfargo/objects"  # the bundle's other objects, so `delete` can remove them
+    # What core's deployments carry too (@schedule, @trigger, notifications).
+    CRON: Final = "metaflow/cron"
+    TRIGGERS: Final = "metaflow/triggers"
+    TRIGGERED_BY_EVENTS: Final = "metaflow/triggered_by"  # on a run the Sensor starts
+    NOTIFY_ON_ERROR: Final = "metaflow/notify_on_error"
+    NOTIFY_ON_SUCCESS: Final = "metaflow/notify_on_success"
     METAFLOW: Final = "metaflow"
 
 

@@ -15,11 +15,10 @@ from typing import Any, Callable
 from mfargo import tokens
 from mfargo.cluster import CRON_WORKFLOWS, SENSORS, WORKFLOW_TEMPLATES, Cluster, Resource
 from mfargo.compiler import naming
-from mfargo.compiler.constants import Label
+from mfargo.compiler.constants import Api, Label
 from mfargo.errors import UserError
 
 Echo = Callable[..., None]  # Metaflow's obj.echo(text, bold=..., fg=...)
-ARGO_API = "argoproj.io/v1alpha1"
 
 
 class DeployError(UserError):
@@ -207,7 +206,7 @@ def _remove_stale(target: Target, live: dict | None, docs: list[dict], echo: Ech
     ann = annotations(live)
     stale = list(_recorded_objects(live))
     if ann.get(Label.SENSOR_NAME):
-        stale.append({"apiVersion": ARGO_API, "kind": "Sensor", "name": ann[Label.SENSOR_NAME],
+        stale.append({"apiVersion": Api.ARGO, "kind": "Sensor", "name": ann[Label.SENSOR_NAME],
                       "namespace": ann.get(Label.SENSOR_NAMESPACE) or target.namespace})
     for ref in stale:
         if (ref["kind"], ref["name"], ref.get("namespace") or target.namespace) not in kept:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from mfargo.compiler import ir
-from mfargo.compiler.constants import Label
+from mfargo.compiler.constants import Api, Label
 
 from . import cron, emit, hooks, rbac, sensor, workflow
 
@@ -29,7 +29,7 @@ def _add_deployment(template: dict, wf: ir.Workflow) -> None:
     annotations = template["metadata"].setdefault("annotations", {})
     spec = template["spec"]
     if dep.schedule is not None:
-        annotations["metaflow/cron"] = json.dumps({"schedule": dep.schedule.cron, "tz": dep.schedule.timezone or ""})
+        annotations[Label.CRON] = json.dumps({"schedule": dep.schedule.cron, "tz": dep.schedule.timezone or ""})
     if dep.triggers is not None:
         annotations.update(sensor.template_annotations(wf))
         spec.setdefault("arguments", {}).setdefault("parameters", []).extend(sensor.template_arguments(dep.triggers))
@@ -51,7 +51,7 @@ def run_workflow(wf: ir.Workflow) -> dict | None:
     if not wf.deployment.bundle.workflow:
         return None
     return {
-        "apiVersion": "argoproj.io/v1alpha1",
+        "apiVersion": Api.ARGO,
         "kind": "Workflow",
         "metadata": {"generateName": "%s-" % wf.name, "namespace": wf.namespace,
                      "labels": {Label.PART_OF: Label.METAFLOW}},

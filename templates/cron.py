@@ -11,7 +11,7 @@ from __future__ import annotations
 from .hera_models import models as m
 
 from mfargo.compiler import ir
-from mfargo.compiler.constants import Label
+from mfargo.compiler.constants import Api, Label
 
 from . import emit
 
@@ -24,7 +24,7 @@ def build(wf: ir.Workflow) -> dict | None:
     if sched is None:
         return None
     cron = m.CronWorkflow(
-        api_version="argoproj.io/v1alpha1",
+        api_version=Api.ARGO,
         kind="CronWorkflow",
         metadata=m.ObjectMeta(
             name=wf.name,

@@ -14,6 +14,7 @@ from .hera_models import models as m
 
 from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
+from mfargo.compiler.constants import Label
 
 from . import emit
 
@@ -79,9 +80,9 @@ def annotations(wf: ir.Workflow) -> dict[str, str]:
                            "incident_io": notify.incident_io is not None})
     out = {}
     if notify.on_error:
-        out["metaflow/notify_on_error"] = channels
+        out[Label.NOTIFY_ON_ERROR] = channels
     if notify.on_success:
-        out["metaflow/notify_on_success"] = channels
+        out[Label.NOTIFY_ON_SUCCESS] = channels
     return out
 
 

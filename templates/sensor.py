@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from mfargo.compiler import ir
-from mfargo.compiler.constants import Label
+from mfargo.compiler.constants import Api, Label
 
 # The sensor pod does little: Guaranteed QoS with core's small fixed resources.
 SENSOR_RESOURCES = {"cpu": "100m", "memory": "250Mi"}
@@ -46,12 +46,12 @@ def template_arguments(trig: ir.Triggers) -> list[dict]:
 def template_annotations(wf: ir.Workflow) -> dict[str, str]:
     trig = wf.deployment.triggers
     out = {
-        "metaflow/triggers": json.dumps([{"name": e.name, "type": e.kind} for e in trig.events]),
-        "metaflow/sensor_name": trig.sensor_name,
+        Label.TRIGGERS: json.dumps([{"name": e.name, "type": e.kind} for e in trig.events]),
+        Label.SENSOR_NAME: trig.sensor_name,
     }
     namespace = trig.sensor_namespace or wf.namespace
     if namespace:
-        out["metaflow/sensor_namespace"] = namespace
+        out[Label.SENSOR_NAMESPACE] = namespace
     return out
 
 
@@ -88,13 +88,13 @@ def build(wf: ir.Workflow) -> dict | None:
         for e in trig.events
     ]
     workflow = {
-        "apiVersion": "argoproj.io/v1alpha1",
+        "apiVersion": Api.ARGO,
         "kind": "Workflow",
         "metadata": {
             "generateName": "%s-" % wf.name,
             "namespace": wf.namespace,
             "annotations": {
-                "metaflow/triggered_by": json.dumps([{"name": e.name, "type": e.kind} for e in trig.events])
+                Label.TRIGGERED_BY_EVENTS: json.dumps([{"name": e.name, "type": e.kind} for e in trig.events])
             },
         },
         "spec": {
@@ -110,7 +110,7 @@ def build(wf: ir.Workflow) -> dict | None:
     if trig.reset_cron:
         trigger_template["conditionsReset"] = [{"byTime": {"cron": trig.reset_cron, "timezone": trig.reset_timezone}}]
     return {
-        "apiVersion": "argoproj.io/v1alpha1",
+        "apiVersion": Api.ARGO,
         "kind": "Sensor",
         "metadata": {
             "name": trig.sensor_name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .hera_models import models as m
 
 from mfargo.compiler import ir, naming
-from mfargo.compiler.constants import Label
+from mfargo.compiler.constants import Api, Label
 from mfargo.compiler.errors import CompileError
 
 from . import common, dag, jobset, recursion, step
@@ -25,7 +25,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             templates.append(recursion.build(s, wf))
     _check_unique(templates)
     return m.WorkflowTemplate(
-        api_version="argoproj.io/v1alpha1",
+        api_version=Api.ARGO,
         kind="WorkflowTemplate",
         metadata=m.ObjectMeta(
             name=wf.name,

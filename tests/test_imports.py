@@ -4,6 +4,7 @@ for deploying; a compile the cache answers imports neither hera nor the schemas.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,21 @@ def test_offline_compile_imports_nothing_for_deploying_and_a_cache_hit_no_hera(t
     warm = imported(flow, "--output-file", "flow.yaml", "--check", env=env)
     assert "mfargo.compiler" in warm
     assert not {"hera", "pydantic", "jsonschema", "mfargo.templates", "mfargo.validation", "kubernetes"} & warm
+
+
+# Keys and apiVersions other tools read: typed once, in compiler/constants.py.
+_CONTRACT_LITERAL = re.compile(
+    r"^(metaflow|mfargo|app\.kubernetes\.io|workflows\.argoproj\.io|jobset\.sigs\.k8s\.io|alpha\.jobset\.sigs\.k8s\.io"
+    r"|kueue\.x-k8s\.io)/[A-Za-z0-9_.-]+$|^(argoproj\.io/v1alpha1|jobset\.x-k8s\.io/v1alpha2)$")
+
+
+def test_label_and_api_literals_only_in_constants():
+    stray = []
+    for folder in ("compiler", "templates", "mfargo", "metaflow_extensions/mfargo/plugins"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            if path.name in ("constants.py", "pod_contract.py"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and _CONTRACT_LITERAL.match(node.value):
+                    stray.append("%s:%d %s" % (path.relative_to(REPO), node.lineno, node.value))
+    assert stray == []

@@ -20,6 +20,8 @@ from typing import Any, ClassVar, Dict, Optional
 from metaflow.runner.deployer import DeployedFlow, TriggeredRun, generate_fake_flow_file_contents
 from metaflow.runner.utils import get_lower_level_group, handle_timeout, temporary_fifo
 
+from mfargo.compiler.constants import Label
+
 
 def _cluster():
     from metaflow.metaflow_config import KUBERNETES_NAMESPACE
@@ -117,7 +119,7 @@ class MfargoDeployedFlow(DeployedFlow):
             live = _cluster().get(WORKFLOW_TEMPLATES, self.deployer.name)
         except ClusterError:
             return None
-        return ((live or {}).get("metadata", {}).get("annotations") or {}).get("metaflow/production_token")
+        return ((live or {}).get("metadata", {}).get("annotations") or {}).get(Label.PRODUCTION_TOKEN)
 
     def trigger(self, **kwargs) -> MfargoTriggeredRun:
         """Start a run; flow Parameters as keyword arguments."""
@@ -145,16 +147,16 @@ class MfargoDeployedFlow(DeployedFlow):
         if live is None:
             raise MetaflowException("No deployed flow found for: %s" % identifier)
         ann = live.get("metadata", {}).get("annotations") or {}
-        flow_name = ann.get("metaflow/flow_name", "")
-        branch = ann.get("metaflow/branch_name")
-        project = ann.get("metaflow/project_name")
+        flow_name = ann.get(Label.FLOW_NAME, "")
+        branch = ann.get(Label.BRANCH_NAME)
+        project = ann.get(Label.PROJECT_NAME)
         source = generate_fake_flow_file_contents(flow_name=flow_name,
-                                                  param_info=json.loads(ann.get("metaflow/parameters") or "{}"),
+                                                  param_info=json.loads(ann.get(Label.PARAMETERS) or "{}"),
                                                   project_name=project)
         fd, path = tempfile.mkstemp(suffix=".py")
         with os.fdopen(fd, "w") as f:
             f.write(source)
-        env = {"METAFLOW_USER": ann.get("metaflow/owner", "")}
+        env = {"METAFLOW_USER": ann.get(Label.OWNER, "")}
         if branch is not None:
             kwargs: Dict[str, Any] = {}
             if branch == "prod" or branch.startswith("prod."):
@@ -183,7 +185,7 @@ class MfargoDeployedFlow(DeployedFlow):
 
         for template in _cluster().list(WORKFLOW_TEMPLATES):
             ann = template.get("metadata", {}).get("annotations") or {}
-            if "metaflow/flow_name" not in ann or (flow_name is not None and ann["metaflow/flow_name"] != flow_name):
+            if Label.FLOW_NAME not in ann or (flow_name is not None and ann[Label.FLOW_NAME] != flow_name):
                 continue
             try:
                 yield cls.from_deployment(template["metadata"]["name"])
