@@ -114,3 +114,60 @@ def test_local_environment_has_no_bootstrap(tmp_path):
     for lines in scripts.values():
         assert "{" not in lines and not any("flush_mflogs" in line for line in lines)
         assert _runner(lines[-1]) == "python"
+
+
+UV_FLOW = """
+from metaflow import FlowSpec, step
+
+class UvFlow(FlowSpec):
+    @step
+    def start(self):
+        import sys, six
+        print("six %s from %s" % (six.__version__, sys.prefix))
+        self.version = six.__version__
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    UvFlow()
+"""
+
+PYPROJECT = """[project]
+name = "uvflow"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["six==1.16.0"]
+"""
+
+
+def test_uv_environment_runs_end_to_end(s3_server, tmp_path):
+    """--environment=uv, code package mode: each pod syncs the project's uv.lock from the
+    package index (uv from PyPI, on the pods' PATH) and runs the step in that venv."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from test_e2e_support import compile_flow, mf_env_for, tail
+
+    assert shutil.which("uv", path=str(Path(sys.executable).parent)), "the test extra installs uv"
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "pyproject.toml").write_text(PYPROJECT)
+    subprocess.run([str(Path(sys.executable).parent / "uv"), "lock", "--quiet"], cwd=code, check=True, timeout=300)
+    env = dict(mf_env_for(s3_server, tmp_path), METAFLOW_DEFAULT_ENVIRONMENT="uv")  # --environment=uv
+    env.pop("VIRTUAL_ENV", None)  # a pod has none: uv must find the project's own .venv
+    c = compile_flow(tmp_path, env, UV_FLOW, code_in_image=False)
+    result, rec = c.run(timeout=600)
+    assert result.status == "Succeeded", tail(result, rec)
+    got = c.client("""
+        run = Run(sys.argv[1])
+        start = run["start"].task
+        print(json.dumps({"version": start.data.version, "stdout": start.stdout}))
+    """, "UvFlow/" + result.run_id)
+    assert got["version"] == "1.16.0"
+    [line] = [ln for ln in got["stdout"].splitlines() if ln.startswith("six ")]
+    assert line.startswith("six 1.16.0 from ") and line.endswith("/.venv")  # the uv project's venv
+    assert "Bootstrapping uv project..." in got["stdout"]  # the bootstrap's output is in the task's logs
