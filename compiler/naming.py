@@ -54,6 +54,11 @@ def workflow_template_name(name: str) -> str:
     return clean
 
 
+def entrypoint_name(flow_name: str) -> str:
+    """The top-level DAG template: the flow's name, shortened as the WorkflowTemplate's is."""
+    return workflow_template_name(flow_name)
+
+
 def deployed_name(name_option: str | None, project_flow_name: str | None, flow_name: str) -> str:
     """The WorkflowTemplate a flow deploys to: `--name`, else @project's flow name, else the flow's."""
     return workflow_template_name(name_option or project_flow_name or flow_name)

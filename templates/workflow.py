@@ -14,7 +14,7 @@ from . import common, dag, jobset, recursion, step
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
     default_image = _most_common_image(wf)
     default_resources = _most_common_resources(wf)
-    entrypoint = naming.sanitize(wf.flow_name)
+    entrypoint = naming.entrypoint_name(wf.flow_name)
     templates = dag.build_all(wf, entrypoint)
     for s in wf.steps.values():
         if s.gang:

@@ -1,11 +1,20 @@
 """The bad-input catalogue: each case must exit != 0 with one `mfargo:` line naming the
 step/decorator (or the option/parameter), print no traceback, and leave an existing output
-file byte for byte unchanged. Compiles run two at a time in one test (each is a process:
-the errors come from Metaflow's and click's own code as much as from mfargo's)."""
+file byte for byte unchanged.
+
+Cases whose error comes from Metaflow's or click's own code, from parameters or options
+(resolved by Metaflow's CLI), or that stand for the CLI path of mfargo's rules run as
+processes, two at a time, in one test. The other decorator rules are mfargo's own code
+after Metaflow's decorator init: they run in-process (the CLI turns every CompileError
+into the same one line, exit 1, nothing written - the process cases prove that path)."""
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from flowtools import EXAMPLE_ARGS, clean_env, compile_file
 
@@ -127,6 +136,21 @@ CASES = {
 }
 
 
+# Decorator cases that run as processes: Metaflow's own init/step_init errors, the
+# workflow namespace (from Metaflow's config), and a few of mfargo's rules for the CLI path.
+CLI_DECORATOR_CASES = {
+    "cpu abc", "memory 4Gi", "disk big", "tmpfs size x", "labels list", "node selector string", "retry x",
+    "timeout x", "namespace other", "cpu negative", "label key", "environment argo tag", "batch",
+}
+
+
+def _through_cli(name: str, case: dict) -> bool:
+    return name in CLI_DECORATOR_CASES or any(k in case for k in ("args", "env", "prelude", "flow_deco", "params"))
+
+
+IN_PROCESS = sorted(name for name, case in CASES.items() if not _through_cli(name, case))
+
+
 def _source(case: dict) -> str:
     return FLOW % {
         "prelude": case.get("prelude", ""),
@@ -167,11 +191,36 @@ def _run(tmp_path, name: str, case: dict) -> str | None:
 
 
 def test_catalogue_is_large():
-    assert len(CASES) >= 60
+    assert len(CASES) >= 60 and len(IN_PROCESS) < len(CASES)
 
 
-def test_every_bad_input_is_one_line_and_writes_nothing(tmp_path):
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_decorator_rule_in_process(tmp_path, name):
+    from mfargo import pipeline
+    from mfargo.compiler import CompileError, CompileOptions
+
+    case = CASES[name]
+    path = tmp_path / "bad_flow.py"
+    path.write_text(_source(case))
+    module_name = "mfargo_bad_input_%s" % name.replace(" ", "_")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    flow = module.BadFlow(use_cli=False)
+    for step_function in flow:
+        for deco in step_function.decorators:
+            deco.external_init()  # Metaflow's decorator init, as its CLI runs it
+    options = CompileOptions(datastore="s3", datastore_root="s3://b/m", code_in_image="/app")
+    with pytest.raises(CompileError) as info:
+        pipeline.documents(pipeline.compile_ir(flow, flow._graph, options, ()))
+    line = "mfargo: %s" % info.value
+    assert "\n" not in line and case["where"] in line, line
+
+
+def test_every_bad_input_through_the_cli_is_one_line_and_writes_nothing(tmp_path):
+    cli_cases = [(name, case) for name, case in CASES.items() if name not in IN_PROCESS]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda item: _run(tmp_path, *item), CASES.items()))
+        results = list(pool.map(lambda item: _run(tmp_path, *item), cli_cases))
     failures = [r for r in results if r]
     assert not failures, "\n".join(failures)

@@ -164,3 +164,17 @@ def test_compiles_are_deterministic(compiled):
 def test_shared_schema_checker_accepts_every_flow(compiled):
     proc = run_shared_validator([path for _, _, path in compiled.values()])
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_a_200_character_flow_name_compiles(tmp_path):
+    from mfargo import pipeline
+    from mfargo.compiler import CompileOptions
+
+    source = Gen(0).source().replace("GenFlow", "F" + "x" * 199)
+    source += "\nGenFlow = F%s\n" % ("x" * 199)
+    flow = load(tmp_path, 1000, source)
+    options = CompileOptions(datastore="s3", datastore_root="s3://gen/metaflow", code_in_image="/app")
+    [doc, *_] = pipeline.documents(pipeline.compile_ir(flow, flow._graph, options, ()))
+    entry = doc["spec"]["entrypoint"]
+    assert len(entry) <= 45 and entry == doc["metadata"]["name"]
+    assert entry in {t["name"] for t in doc["spec"]["templates"]}
