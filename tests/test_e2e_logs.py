@@ -195,3 +195,47 @@ def test_a_step_killed_by_its_timeout_keeps_what_it_printed(failed_run):
     assert slow["stdout"].splitlines() == ["slow starts"], tail(result, rec)
     out = _flow_logs(c, "%s/slow/%s" % (result.run_id, task))
     assert out.returncode == 0 and out.stdout.strip() == "slow starts", out.stderr[-2000:]
+
+
+HOOK_FLOW = """
+from metaflow import FlowSpec, exit_hook, step
+
+def notify(run=None):
+    print("hook saw %s" % (run.pathspec if run else "no run"))
+
+@exit_hook(on_success=[notify])
+class HookFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    HookFlow()
+"""
+
+READ_HOOK_LOGS = """
+import os
+from metaflow.datastore import FlowDataStore
+from metaflow.mflog.mflog import parse
+from metaflow.plugins import DATASTORES
+
+storage = [d for d in DATASTORES if d.TYPE == "s3"][0]
+flow_store = FlowDataStore("HookFlow", None, storage_impl=storage, ds_root=os.environ["METAFLOW_DATASTORE_SYSROOT_S3"])
+task = flow_store.get_task_datastore(sys.argv[1], "_hook_notify", "1", 0, mode="r", allow_not_done=True)
+[(_, blob)] = task.load_logs(["task"], "stdout")
+print(json.dumps([parse(line).msg.decode() for line in blob.splitlines()]))
+"""
+
+
+def test_exit_hook_output_is_kept_where_core_puts_hook_logs(s3_server, tmp_path):
+    # Core names a hook's logs <flow>/<run>/_hook_<fn>/1 (attempt 0); no task metadata exists
+    # for it, so Metaflow's datastore reads them (the client's Task needs metadata).
+    c = compile_flow(tmp_path, mf_env_for(s3_server, tmp_path), HOOK_FLOW)
+    result, rec = c.run(timeout=120)
+    assert result.status == "Succeeded", tail(result, rec)
+    lines = c.client(READ_HOOK_LOGS, result.run_id)
+    assert lines == ["hook saw HookFlow/%s" % result.run_id], tail(result, rec)
