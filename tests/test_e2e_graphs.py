@@ -202,3 +202,114 @@ def test_custom_start_and_end_steps_and_split_branches_get_their_own_task_ids(s3
 def test_single_step_flow(s3_server, tmp_path_factory):
     got = _run(s3_server, tmp_path_factory, SINGLE_STEP, "OneStep", ["only.tid"])
     assert got["ok"] is True and got["ids"] == {"only": ["only"]} and got["only.tid"] == "only"
+
+
+SWITCH_TO_FOREACH = """from metaflow import FlowSpec, step
+class SwitchToForeach(FlowSpec):
+    @step
+    def start(self):
+        self.w = "fe"
+        self.next({"fe": self.fe, "b": self.b}, condition="w")
+    @step
+    def fe(self):
+        self.xs = [1, 2]
+        self.next(self.body, foreach="xs")
+    @step
+    def body(self):
+        self.next(self.j)
+    @step
+    def j(self, inputs):
+        self.next(self.merge)
+    @step
+    def b(self):
+        self.next(self.merge)
+    @step
+    def merge(self):
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    SwitchToForeach()
+"""
+
+NESTED_SWITCH = """from metaflow import FlowSpec, step
+class NestedSwitch(FlowSpec):
+    @step
+    def start(self):
+        self.w = "a"
+        self.next({"a": self.a, "b": self.b}, condition="w")
+    @step
+    def a(self):
+        self.v = "c"
+        self.next({"c": self.c, "d": self.d}, condition="v")
+    @step
+    def c(self):
+        self.next(self.m1)
+    @step
+    def d(self):
+        self.next(self.m1)
+    @step
+    def m1(self):
+        self.next(self.m)
+    @step
+    def b(self):
+        self.next(self.m)
+    @step
+    def m(self):
+        self.path = [self.w, self.v]
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    NestedSwitch()
+"""
+
+LOOP_IN_FOREACH = """from metaflow import FlowSpec, step
+class LoopInForeach(FlowSpec):
+    @step
+    def start(self):
+        self.xs = [1, 2]
+        self.next(self.prep, foreach="xs")
+    @step
+    def prep(self):
+        self.i = 0
+        self.next(self.loop)
+    @step
+    def loop(self):
+        self.i += 1
+        self.s = "again" if self.i < 2 else "done"
+        self.next({"again": self.loop, "done": self.after}, condition="s")
+    @step
+    def after(self):
+        self.seen = (self.input, self.i)
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.seen = [list(i.seen) for i in inputs]
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    LoopInForeach()
+"""
+
+
+def test_switch_choosing_a_foreach_then_merging(s3_server, tmp_path_factory):
+    got = _run(s3_server, tmp_path_factory, SWITCH_TO_FOREACH, "SwitchToForeach", [])
+    assert got["ok"] is True and "b" not in got["ids"]
+    assert got["ids"]["body"] == ["body-0", "body-1"] and got["ids"]["merge"] == ["merge"]
+
+
+def test_nested_switches_merge_twice(s3_server, tmp_path_factory):
+    got = _run(s3_server, tmp_path_factory, NESTED_SWITCH, "NestedSwitch", ["m.path"])
+    assert got["ok"] is True and got["m.path"] == ["a", "c"]
+    assert sorted(got["ids"]) == ["a", "c", "end", "m", "m1", "start"]
+
+
+def test_recursive_switch_inside_a_foreach_body(s3_server, tmp_path_factory):
+    got = _run(s3_server, tmp_path_factory, LOOP_IN_FOREACH, "LoopInForeach", ["join.seen"])
+    assert got["ok"] is True and got["join.seen"] == [[1, 2], [2, 2]]
+    assert got["ids"]["loop"] == ["loop-0-r0", "loop-0-r1", "loop-1-r0", "loop-1-r1"]
