@@ -70,6 +70,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         priority=options.priority,
         description=graph.doc or None,
         jobset_ttl_seconds=options.jobset_ttl_seconds,
+        cleanup=options.cleanup,
     )
 
 

@@ -223,7 +223,23 @@ class Workflow:
     priority: int | None = None
     description: str | None = None
     jobset_ttl_seconds: int = 3600
+    cleanup: Cleanup = field(default_factory=lambda: Cleanup())  # ttlStrategy / podGC of runs
     deployment: Deployment = field(default_factory=lambda: Deployment())  # CronWorkflow, Sensor, hooks
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cleanup:
+    """When finished runs and their pods go away (Argo ttlStrategy and podGC).
+
+    Succeeded runs go after a day, failed ones after a week (time to debug them); pods
+    of a succeeded run go when it ends (their logs are in Metaflow's datastore), a failed
+    run keeps its pods until the run itself goes. JobSets follow their Workflow (owner
+    reference) or their own ttlSecondsAfterFinished, whichever comes first.
+    """
+
+    seconds_after_success: int | None = 86400
+    seconds_after_failure: int | None = 604800
+    pod_gc: str | None = "OnWorkflowSuccess"  # None: keep pods (no podGC)
 
 
 # --- deployment: what is created beside the WorkflowTemplate ------------------------

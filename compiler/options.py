@@ -6,7 +6,9 @@ the result to the compiler here, so compiling is a pure function of (flow, optio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .ir import Cleanup
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -29,6 +31,7 @@ class CompileOptions:
     project: tuple[tuple[str, str], ...] = ()  # project_name, branch_name, project_flow_name
     default_image: str = "python:3.11"
     jobset_ttl_seconds: int = 3600
+    cleanup: Cleanup = field(default_factory=lambda: Cleanup())
     title: str | None = None  # --workflow-title: Argo UI annotation
     description: str | None = None  # --workflow-description: Argo UI annotation
     include_files: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> Metaflow's descriptor (JSON)

@@ -38,6 +38,8 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             arguments=_arguments(wf),
             parallelism=wf.max_workers,
             active_deadline_seconds=wf.timeout_seconds,
+            ttl_strategy=_ttl_strategy(wf.cleanup),
+            pod_gc=m.PodGC(strategy=wf.cleanup.pod_gc) if wf.cleanup.pod_gc else None,
             priority=wf.priority,
             pod_metadata=m.Metadata(
                 labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-task"},
@@ -55,6 +57,13 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             templates=templates,
         ),
     )
+
+
+def _ttl_strategy(cleanup: ir.Cleanup) -> m.TTLStrategy | None:
+    if cleanup.seconds_after_success is None and cleanup.seconds_after_failure is None:
+        return None
+    return m.TTLStrategy(seconds_after_success=cleanup.seconds_after_success,
+                         seconds_after_failure=cleanup.seconds_after_failure)
 
 
 def _most_common_image(wf: ir.Workflow) -> str:

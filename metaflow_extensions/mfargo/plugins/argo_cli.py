@@ -56,6 +56,14 @@ def _check_graph(obj):
 @click.option("--max-workers", default=100, show_default=True, type=int, help="Pods running at once (spec.parallelism).")
 @click.option("--workflow-timeout", default=None, type=int, help="Seconds before the whole run fails.")
 @click.option("--workflow-priority", default=None, type=int, help="Argo workflow priority.")
+@click.option("--ttl-after-success", default=86400, show_default=True, type=click.IntRange(min=-1),
+              help="Seconds a succeeded run (and its JobSets) is kept (ttlStrategy); -1: forever.")
+@click.option("--ttl-after-failure", default=604800, show_default=True, type=click.IntRange(min=-1),
+              help="Seconds a failed run (and its JobSets) is kept (ttlStrategy); -1: forever.")
+@click.option("--pod-gc", default="OnWorkflowSuccess", show_default=True,
+              type=click.Choice(["OnWorkflowSuccess", "OnWorkflowCompletion", "OnPodSuccess", "OnPodCompletion",
+                                 "Never"]),
+              help="When finished pods are deleted (podGC); Never keeps them until the run is deleted.")
 @click.option("--cron-schedule-field", type=click.Choice(["schedules", "schedule"]), default="schedules",
               show_default=True, help="CronWorkflow field: the list (Argo >= 3.6) or the singular one (older).")
 @click.option("--workflow", "emit_workflow", is_flag=True, default=False,
@@ -99,7 +107,7 @@ def _check_graph(obj):
               help="Write the workflow name to this file (Metaflow's Deployer API).")
 @click.pass_obj
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
-           workflow_timeout, workflow_priority, cron_schedule_field, emit_workflow, service_account, check, graph, no_cache,
+           workflow_timeout, workflow_priority, ttl_after_success, ttl_after_failure, pod_gc, cron_schedule_field, emit_workflow, service_account, check, graph, no_cache,
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
            notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
@@ -129,7 +137,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         deploying = not (only_yaml or only_json or output_file or graph)
         options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
                                          workflow_priority)
-        options = replace(options, title=workflow_title, description=workflow_description)
+        options = replace(options, title=workflow_title, description=workflow_description,
+                          cleanup=_cleanup(ttl_after_success, ttl_after_failure, pod_gc))
         token_request = (authorize, given_token, generate_new_token)
         deployment = _deployment(obj, deploying, token_request) if deploying or given_token or generate_new_token \
             else None
@@ -246,3 +255,15 @@ def _check(path: str, text: str) -> int:
 
 for _command in cluster_cli.COMMANDS:
     argo_workflows.add_command(_command)
+
+
+def _cleanup(ttl_after_success: int, ttl_after_failure: int, pod_gc: str):
+    """--ttl-after-success/--ttl-after-failure/--pod-gc as the IR's Cleanup (-1 / Never: none)."""
+    from mfargo.compiler import ir
+
+    return ir.Cleanup(
+        seconds_after_success=None if ttl_after_success < 0 else ttl_after_success,
+        seconds_after_failure=None if ttl_after_failure < 0 else ttl_after_failure,
+        pod_gc=None if pod_gc == "Never" else pod_gc,
+    )
+

@@ -1,0 +1,35 @@
+"""Finished runs and their pods are cleaned up: ttlStrategy and podGC, with create options."""
+
+from flowtools import compile_source
+
+FLOW = """
+from metaflow import FlowSpec, step
+
+class CleanFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    CleanFlow()
+"""
+
+
+def test_defaults_keep_failed_runs_longer_and_drop_pods_of_succeeded_runs(tmp_path):
+    spec = compile_source(tmp_path, FLOW, "--code-in-image", "/app")[0]["spec"]
+    assert spec["ttlStrategy"] == {"secondsAfterSuccess": 86400, "secondsAfterFailure": 604800}
+    assert spec["podGC"] == {"strategy": "OnWorkflowSuccess"}
+
+
+def test_options_change_or_remove_them(tmp_path):
+    spec = compile_source(tmp_path, FLOW, "--code-in-image", "/app", "--ttl-after-success", "60",
+                          "--ttl-after-failure", "-1", "--pod-gc", "Never")[0]["spec"]
+    assert spec["ttlStrategy"] == {"secondsAfterSuccess": 60}
+    assert "podGC" not in spec
+    spec = compile_source(tmp_path, FLOW, "--code-in-image", "/app", "--ttl-after-success", "-1",
+                          "--ttl-after-failure", "-1", "--pod-gc", "OnPodCompletion")[0]["spec"]
+    assert "ttlStrategy" not in spec and spec["podGC"] == {"strategy": "OnPodCompletion"}
