@@ -29,6 +29,7 @@ LOG_SOURCE = b"task"  # metaflow.mflog.TASK_LOG_SOURCE: who minted the timestamp
 STREAMS = ("stdout", "stderr")
 DRAIN_SECONDS = 10.0  # after CMD ends, how long a leftover child may keep its output pipe
 DRAIN_SECONDS_TERMINATING = 0.5  # ... when the pod is being stopped (its grace period is short)
+FIRST_OUTPUT_POLL_SECONDS = 0.25  # mflog.update_delay's shortest interval
 
 
 def main(argv):
@@ -73,10 +74,11 @@ def main(argv):
 
 def pump(source, echo, path):
     """Copy lines from ``source`` to ``echo`` as they are, and to ``path`` as mflog lines."""
-    from metaflow.mflog.mflog import decorate
-
+    decorate = None  # Metaflow is imported at the first line: a silent command never pays for it
     with open(path, "ab", buffering=0) as log:
         for line in iter(source.readline, b""):
+            if decorate is None:
+                decorate = metaflow_parts().decorate
             log.write(decorate(LOG_SOURCE, line))
             echo.write(line)
             echo.flush()
@@ -94,9 +96,11 @@ class Uploader:
 
     def every_update_delay(self, done):
         """While the command runs: save on Metaflow's schedule when the files changed."""
-        from metaflow.mflog import update_delay
-
         start = time.monotonic()
+        while not any(_size(p) for p in self._files.values()):  # nothing to save yet: no Metaflow import
+            if done.wait(FIRST_OUTPUT_POLL_SECONDS):
+                return
+        update_delay = metaflow_parts().update_delay
         with self._lock:
             try:
                 self._task_store()  # ready now, so a save after SIGTERM fits in a short grace period
@@ -125,9 +129,8 @@ class Uploader:
 
     def _task_store(self):
         if self._store is None:
-            from metaflow.datastore import FlowDataStore
-            from metaflow.plugins import DATASTORES
-
+            parts = metaflow_parts()
+            FlowDataStore, DATASTORES = parts.FlowDataStore, parts.DATASTORES
             flow_name, run_id, step_name, task_id = os.environ["MF_PATHSPEC"].split("/")
             ds_type = os.environ["MF_DATASTORE"]
             storage = [d for d in DATASTORES if d.TYPE == ds_type][0]
@@ -139,6 +142,27 @@ class Uploader:
                 run_id, step_name, task_id, int(os.environ["MF_ATTEMPT"]), mode="w"
             )
         return self._store
+
+
+_IMPORT_LOCK = threading.Lock()
+_PARTS = []
+
+
+def metaflow_parts():
+    """Metaflow's pieces, imported once, by whichever thread needs them first: importing
+    metaflow from two threads at once can deadlock on its circular imports."""
+    with _IMPORT_LOCK:
+        if not _PARTS:
+            from types import SimpleNamespace
+
+            from metaflow.datastore import FlowDataStore
+            from metaflow.mflog import update_delay
+            from metaflow.mflog.mflog import decorate
+            from metaflow.plugins import DATASTORES
+
+            _PARTS.append(SimpleNamespace(FlowDataStore=FlowDataStore, DATASTORES=DATASTORES,
+                                          update_delay=update_delay, decorate=decorate))
+        return _PARTS[0]
 
 
 def _size(path):
