@@ -92,3 +92,23 @@ def test_bad_control_is_one_line(bad):
     with pytest.raises(MetaflowException) as err:
         jobset_decorator.control(bad, "train")
     assert "@jobset(control=...)" in str(err.value) and "*train*" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_gang_attempt_counts_started_attempts_in_the_datastore(tmp_path):
+    """The next attempt follows the last started one, gaps in Argo/JobSet counters or not."""
+    import os
+    import subprocess
+    import sys
+
+    task = tmp_path / ".metaflow" / "F" / "argo-wf" / "train" / "control-e-0"
+    env = dict(os.environ, METAFLOW_DEFAULT_DATASTORE="local", METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path))
+    cmd = [sys.executable, "-m", "metaflow_extensions.mfargo.plugins.gang_attempt", "F", "argo-wf", "train", "control-e-0"]
+
+    def next_attempt():
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+    assert next_attempt() == "0"  # nothing started yet
+    task.mkdir(parents=True)
+    for name in ("0.attempt.json", "0.data.json", "1.attempt.json", "1.DONE.lock"):
+        (task / name).write_text("{}")
+    assert next_attempt() == "2"
