@@ -53,7 +53,7 @@ def test_one_gang_object_for_splitter_step_and_join(compiled):
 def test_splitter_outputs_are_the_files_the_pod_writes(compiled):
     """Every output the splitter's template reads is a file pod_hooks writes, by the same name."""
     _, tmpl = compiled
-    node = SimpleNamespace(type="foreach", parallel_foreach=True)
+    node = SimpleNamespace(name="start", type="foreach", parallel_foreach=True)
     flow = SimpleNamespace(_parallel_ubf_iter=SimpleNamespace(num_parallel=4))
     written = pod_hooks.output_files("t", node, flow)
     read = {p["name"]: p["valueFrom"]["path"] for p in tmpl["start"]["outputs"]["parameters"]}
@@ -66,9 +66,9 @@ def test_splitter_outputs_are_the_files_the_pod_writes(compiled):
 @pytest.mark.parametrize(
     "node, flow, expected",
     [
-        (SimpleNamespace(type="foreach", parallel_foreach=False), SimpleNamespace(_foreach_num_splits=3),
+        (SimpleNamespace(name="a", type="foreach", parallel_foreach=False), SimpleNamespace(_foreach_num_splits=3),
          {"num-splits": "[0, 1, 2]", "split-cardinality": "3"}),
-        (SimpleNamespace(type="split-switch", parallel_foreach=False), SimpleNamespace(_transition=(("b", None),)),
+        (SimpleNamespace(name="a", type="split-switch", parallel_foreach=False), SimpleNamespace(_transition=(("b", None),)),
          {"switch-step": "b"}),
     ],
 )
