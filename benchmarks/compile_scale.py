@@ -11,7 +11,7 @@ as CPU seconds (user + system of the whole process, Metaflow's start-up included
 Ratios: (mfargo - floor) / (core - floor), and each over the floor. Bytes: the
 WorkflowTemplate alone as compact JSON (mfargo's --only-json vs core's --only-json).
 
-Generated flows: blocks of 10 steps, each with a foreach and a @parallel gang; the first 5
+Generated flows: blocks of 11 steps, each with a foreach and a @parallel gang; the first 5
 blocks also a static split/join (Metaflow's FlowGraph walks every path, so more of those
 would grow as 2^blocks inside Metaflow; its graph walk also recurses once per step, so
 about 1,000 steps is Metaflow's own limit).
@@ -77,6 +77,9 @@ BLOCK = """
         self.next(self.j{i})
     @step
     def j{i}(self{join_args}):
+        self.next(self.e{i})
+    @step
+    def e{i}(self):
         self.items = [1, 2, 3]
         self.next(self.f{i}, foreach="items")
     @step
@@ -99,7 +102,7 @@ BLOCK = """
 
 
 def big_flow(steps: int) -> tuple[str, int]:
-    blocks = max(1, (steps - 2) // 10)
+    blocks = max(1, round((steps - 2) / 11))
     body = ["from metaflow import FlowSpec, step, parallel", "class Big(FlowSpec):",
             "    @step", "    def start(self):", "        self.next(self.s0)"]
     for i in range(blocks):
@@ -109,7 +112,7 @@ def big_flow(steps: int) -> tuple[str, int]:
         body.append(BLOCK.format(i=i, next=nxt, split=split, after_a=after_a,
                                  join_args=", inputs" if i < SPLIT_BLOCKS else ""))
     body += ["    @step", "    def end(self):", "        pass", "if __name__ == '__main__':", "    Big()"]
-    return "\n".join(body) + "\n", blocks * 10 + 2
+    return "\n".join(body) + "\n", blocks * 11 + 2
 
 
 def cpu_seconds(cmd: list[str], cwd: Path, env: dict, stdout=subprocess.DEVNULL) -> tuple[float, bytes]:
