@@ -163,7 +163,7 @@ class Path:
 
 # Decorators that name a compute platform other than Kubernetes: no Argo meaning.
 FOREIGN_COMPUTE_DECORATORS: Final = ("batch", "snowpark", "slurm", "nvidia", "nvct", "skypilot_step")
-# mfargo's in-pod decorator (metaflow_extensions/mfargo/plugins/pod_hooks.py).
+# mfargo's in-pod decorator (extension/metaflow_extensions/mfargo/plugins/pod_hooks.py).
 INTERNAL_DECORATOR: Final = "mfargo_internal"
 # Runs a pod's Metaflow command with its output saved as the task's logs (in-pod, like the above).
 TASK_LOGS_MODULE: Final = "metaflow_extensions.mfargo.plugins.task_logs"

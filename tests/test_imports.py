@@ -17,7 +17,7 @@ PACKAGES = {
     "compiler": "mfargo.compiler",
     "templates": "mfargo.templates",
     "runner": "mfargo.runner",
-    "metaflow_extensions/mfargo/plugins": "metaflow_extensions.mfargo.plugins",
+    "extension/metaflow_extensions/mfargo/plugins": "metaflow_extensions.mfargo.plugins",
 }
 
 
@@ -126,7 +126,7 @@ _CONTRACT_LITERAL = re.compile(
 
 def test_label_and_api_literals_only_in_constants():
     stray = []
-    for folder in ("compiler", "templates", "mfargo", "metaflow_extensions/mfargo/plugins"):
+    for folder in ("compiler", "templates", "mfargo", "extension/metaflow_extensions/mfargo/plugins"):
         for path in sorted((REPO / folder).glob("*.py")):
             if path.name in ("constants.py", "pod_contract.py"):
                 continue

@@ -1,4 +1,4 @@
-"""The in-pod log keeper (metaflow_extensions/mfargo/plugins/task_logs.py), run as pods
+"""The in-pod log keeper (extension/metaflow_extensions/mfargo/plugins/task_logs.py), run as pods
 run it, against a local datastore; logs are read back with Metaflow's datastore and
 mflog parser."""
 import os
