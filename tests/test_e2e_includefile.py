@@ -125,7 +125,9 @@ def test_tutorial_compiles_offline(tmp_path, tutorial):
            "--datastore-root=s3://tutorials/metaflow", "argo-workflows", "create", "--only-yaml", "--code-in-image", "/app"]
     # (A code package would make Metaflow's conda environment fetch micromamba: not offline.)
     # Metaflow's @conda prints "Creating local datastore ..." on stdout when it finds none.
-    env = clean_env(home=tmp_path / "mfhome", METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path / "mflocal"))
+    # Metaflow's conda environment reads its package root from config, not --datastore-root.
+    env = clean_env(home=tmp_path / "mfhome", METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path / "mflocal"),
+                    METAFLOW_DATASTORE_SYSROOT_S3="s3://tutorials/metaflow")
     proc = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     docs = list(yaml.safe_load_all(proc.stdout))
