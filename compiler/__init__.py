@@ -16,7 +16,7 @@ from .constants import Env, Label
 from .errors import CompileError
 from .options import CompileOptions
 
-__all__ = ["compile_flow", "with_code_package", "with_environment", "own_env", "CompileError", "CompileOptions"]
+__all__ = ["compile_flow", "with_code_package", "with_environment", "CompileError", "CompileOptions"]
 
 
 def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.Workflow:
@@ -121,14 +121,6 @@ def _check_options(options: CompileOptions) -> None:
         raise CompileError("--workflow-timeout must be more than 0 seconds, not %d" % options.timeout_seconds)
 
 
-def own_env(wf: ir.Workflow) -> frozenset:
-    """Shared env pairs holding Argo tags mfargo itself writes (the rest is user text)."""
-    from .flow_decorators import event_env
-
-    ours = {(Env.ARGO_WORKFLOW_NAME, "{{workflow.name}}"), (Env.ARGO_WORKFLOW_NAMESPACE, "{{workflow.namespace}}")}
-    return frozenset(ours | set(event_env(wf.deployment.triggers)))
-
-
 def _script_path(flow) -> str:
     import inspect
 
@@ -167,8 +159,8 @@ def _shared_env(flow, wf_name: str, options: CompileOptions) -> tuple[tuple[str,
     env[Env.USER] = "argo-workflows"
     env[Env.RUNTIME_ENVIRONMENT] = "kubernetes"
     env[Env.ARGO_WORKFLOW_TEMPLATE] = wf_name
-    env[Env.ARGO_WORKFLOW_NAME] = "{{workflow.name}}"
-    env[Env.ARGO_WORKFLOW_NAMESPACE] = "{{workflow.namespace}}"
+    env[Env.ARGO_WORKFLOW_NAME] = ir.WorkflowField.NAME
+    env[Env.ARGO_WORKFLOW_NAMESPACE] = ir.WorkflowField.NAMESPACE
     if options.production_token:
         env[Env.PRODUCTION_TOKEN] = options.production_token
     config_value = parameters.config_env_value(flow)

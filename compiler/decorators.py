@@ -167,13 +167,13 @@ def _control(step: str, deco, compute: ir.Compute) -> ir.Compute | None:
         return None
     changes: dict = {}
     if attrs.get("cpu") is not None:
-        changes["cpu"] = _quantity(_number(step, "cpu", attrs["cpu"]))
+        changes["cpu"] = _quantity(rules.positive_number(step, "jobset", "control.cpu", attrs["cpu"]))
     if attrs.get("memory") is not None:
-        changes["memory_mb"] = int(_number(step, "memory", attrs["memory"]))
+        changes["memory_mb"] = int(rules.positive_number(step, "jobset", "control.memory", attrs["memory"]))
     if attrs.get("gpu") is not None:
-        changes["gpu"] = int(_number(step, "gpu", attrs["gpu"]))
+        changes["gpu"] = int(rules.positive_number(step, "jobset", "control.gpu", attrs["gpu"], allow_zero=True))
     if attrs.get("disk") is not None:
-        changes["disk_mb"] = int(_number(step, "disk", attrs["disk"]))
+        changes["disk_mb"] = int(rules.positive_number(step, "jobset", "control.disk", attrs["disk"]))
     if attrs.get("image"):
         changes["image"] = str(attrs["image"])
     if attrs.get("node_selector") is not None:

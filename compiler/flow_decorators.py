@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from hashlib import sha1
 
-from . import ir, naming, rules, usertext
+from . import ir, naming, rules
 from .errors import CompileError
 
 EVENT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -143,12 +143,12 @@ def exit_hooks(flow_decorators, start: ir.Step) -> tuple[ir.ExitHook, ...]:
     return tuple(hooks)
 
 
-def event_env(trig: ir.Triggers | None) -> tuple[tuple[str, str], ...]:
+def event_env(trig: ir.Triggers | None) -> tuple[tuple[str, ir.EnvValue], ...]:
     """Pod env naming each event's workflow parameter, as core sets it."""
     if trig is None:
         return ()
     return tuple(
-        (EVENT_PAYLOAD_ENV % (e.kind, e.sanitized_name), usertext.run_time_value(e.sanitized_name))
+        (EVENT_PAYLOAD_ENV % (e.kind, e.sanitized_name), ir.ParameterBase64(e.sanitized_name))
         for e in trig.events
     )
 

@@ -199,6 +199,24 @@ class CodeSource:
     package_commands: tuple[str, ...] = ()  # download + unpack, from Metaflow's parts
 
 
+class WorkflowField(enum.Enum):
+    """A fact of the running workflow that Argo fills in (templates/expr.py spells it)."""
+
+    NAME = "name"
+    NAMESPACE = "namespace"
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterBase64:
+    """A workflow parameter's run-time value, base64-encoded by Argo, so the value never
+    becomes text that Argo or Kubernetes would read again; the pod decodes it."""
+
+    parameter: str
+
+
+EnvValue = str | WorkflowField | ParameterBase64  # str: literal text, written as is
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Workflow:
     """A whole compiled flow."""
@@ -215,7 +233,7 @@ class Workflow:
     datastore: str  # Metaflow datastore type (s3, gs, azure, local): where task logs are saved
     init_executable: str = "python"  # runs `flow.py init` (the environment plugin's for `_parameters`)
     step_args: tuple[str, ...]  # e.g. --tag x --namespace y, passed to init and step
-    env: tuple[tuple[str, str], ...]  # shared by every pod
+    env: tuple[tuple[str, EnvValue], ...]  # shared by every pod
     labels: tuple[tuple[str, str], ...]
     annotations: tuple[tuple[str, str], ...]
     max_workers: int

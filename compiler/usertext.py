@@ -14,10 +14,10 @@ Kubernetes expands ``$(VAR)`` and turns ``$$`` into ``$`` in a container's ``com
 which doubles each ``$`` that Kubernetes would read (one before ``$`` or ``(``), so the
 pod sees exactly the text (our own bash included).
 
-Run-time values (flow parameters, event payloads) never enter template text: pods get
-``{{=toBase64(workflow.parameters['name'])}}`` (:func:`run_time_value`),
-whose substituted text is base64, inert for every later Argo pass and for Kubernetes, and
-decode it themselves.
+Run-time values (flow parameters, event payloads) never enter template text: the IR holds
+them as ``ir.ParameterBase64`` and pods get the parameter base64-encoded by Argo
+(``templates.expr.parameter_base64``), text that is inert for every later Argo pass and
+for Kubernetes; they decode it themselves.
 """
 
 from __future__ import annotations
@@ -39,15 +39,6 @@ _STEP_FIELDS = (
 )
 
 
-def run_time_value(parameter: str) -> str:
-    """The Argo tag giving a pod the workflow parameter's value, base64-encoded.
-
-    ``toBase64`` is expr-lang's builtin (Argo >= 3.6 evaluates ``{{=...}}`` with it);
-    the pod decodes with ``base64 -d`` (compiler.command) or Python (pod_hooks).
-    """
-    return "{{=toBase64(workflow.parameters['%s'])}}" % parameter
-
-
 def kubernetes_literal(text: str) -> str:
     """``text`` as Kubernetes must read it in command/args/env values to yield ``text``."""
     return _KUBERNETES_DOLLAR.sub("$$", text)
@@ -64,8 +55,9 @@ def refuse_argo_tags(text, what: str, step: str | None = None, decorator: str | 
         )
 
 
-def check_workflow(wf, mfargo_env: frozenset = frozenset()) -> None:
-    """Refuse ``{{`` in every user-supplied string of the IR (``mfargo_env``: our own env)."""
+def check_workflow(wf) -> None:
+    """Refuse ``{{`` in every user-supplied string of the IR (run-time values mfargo
+    writes are ``ir.WorkflowField``/``ir.ParameterBase64`` objects, not strings)."""
     for step in wf.steps.values():
         for field, decorator in _STEP_FIELDS:
             for where, text in _strings(getattr(step, field), field):
@@ -74,9 +66,8 @@ def check_workflow(wf, mfargo_env: frozenset = frozenset()) -> None:
         for where, text in _strings(param, "parameter %s" % param.name):
             refuse_argo_tags(text, where)
     for key, value in wf.env:
-        if (key, value) not in mfargo_env:
-            refuse_argo_tags(key, "env name")
-            refuse_argo_tags(value, "env %s" % key)
+        refuse_argo_tags(key, "env name")
+        refuse_argo_tags(value, "env %s" % key)
     for field in ("name", "flow_name", "script", "namespace", "description", "step_args",
                   "top_level_args", "annotations", "labels"):
         for where, text in _strings(getattr(wf, field), _OPTION_NAMES.get(field, field)):

@@ -10,7 +10,6 @@ import difflib
 import json
 
 from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir, usertext
-from mfargo.compiler import own_env
 from mfargo.compiler import flow_decorators as deployment
 
 
@@ -24,7 +23,7 @@ def documents(workflow: ir.Workflow) -> list[dict]:
     """Every document to emit, checked against Argo's schema and the JobSet CRD."""
     from mfargo import templates, validation
 
-    usertext.check_workflow(workflow, own_env(workflow))
+    usertext.check_workflow(workflow)
     docs = templates.build(workflow)
     problems = validation.validate_documents(docs)
     if problems:

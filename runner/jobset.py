@@ -32,7 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from . import events as ev
-from . import job_policy, jobset_pod
+from . import job_policy, jobset_pod, jobset_policy
 from .jobset_checks import API_VERSION, GROUP, essential_problems, validate  # noqa: F401 - the API
 from .model import random_suffix
 from .pod import PodError, PodRunner, PodSpec
@@ -68,34 +68,6 @@ class _JobFailed(Exception):
         self.pod = pod
 
 
-@dataclass
-class _Failure:
-    """The first failed Job of a gang generation (what the JobSet controller acts on)."""
-
-    rjob: str
-    job: str
-    reason: str
-    message: str
-    pod: job_policy.PodOutcome | None
-
-
-# The JobSet controller's Failed-condition reasons and messages (pkg/constants).
-_ACTION_MESSAGES = {
-    "FailJobSet": "applying FailJobSet failure policy action",
-    "RestartJobSet": "applying RestartJobSet failure policy action",
-    "RestartJobSetAndIgnoreMaxRestarts": "applying RestartJobSetAndIgnoreMaxRestarts failure policy action",
-}
-
-
-def _failed_condition(fp: dict | None, action: str) -> tuple[str, str]:
-    """(reason, message) of the Failed condition, before '(first failed job: ...)'."""
-    if not fp:
-        return "FailedJobs", "jobset failed due to one or more job failures"
-    if action == "FailJobSet":
-        return "FailJobSetFailurePolicyAction", _ACTION_MESSAGES[action]
-    return "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"
-
-
 class JobSet:
     """One live JobSet: its object, a change counter and the controller task."""
 
@@ -107,7 +79,7 @@ class JobSet:
         self.settled = False  # nothing will change any more (terminal, or stuck)
         self.task: asyncio.Task | None = None
         self.pod_names: list[str] = []
-        self.first_failure: _Failure | None = None  # set when the JobSet failed
+        self.first_failure: jobset_policy.Failure | None = None  # set when the JobSet failed
 
     @property
     def name(self) -> str:
@@ -149,8 +121,8 @@ class JobSet:
                 if outcome is None:
                     self._finish("Completed", "AllJobsCompleted", "jobset completed successfully")
                     return
-                failure: _Failure = outcome
-                action = self._failure_action(fp, failure.rjob, failure.reason)
+                failure: jobset_policy.Failure = outcome
+                action = jobset_policy.failure_action(fp, failure.rjob, failure.reason)
                 counted = int(self.status["restartsCountTowardsMax"])
                 self._emit(f"Job {failure.job} failed ({failure.reason}): {failure.message}")
                 if action == "RestartJobSetAndIgnoreMaxRestarts" or (
@@ -158,29 +130,18 @@ class JobSet:
                     self.status["restarts"] = int(self.status["restarts"]) + 1
                     if action == "RestartJobSet":
                         self.status["restartsCountTowardsMax"] = counted + 1
-                    self._emit(f"{_ACTION_MESSAGES[action]} (first failed job: {failure.job}): restarting the "
+                    self._emit(f"{jobset_policy.ACTION_MESSAGES[action]} (first failed job: {failure.job}): restarting the "
                                f"gang (restart {self.status['restarts']}, maxRestarts {max_restarts})")
                     self.bump()
                     continue
                 # The JobSet controller's Failed condition: reason and message name the first failed Job.
-                reason, message = _failed_condition(fp, action)
+                reason, message = jobset_policy.failed_condition(fp, action)
                 self.first_failure = failure
                 self._finish("Failed", reason, f"{message} (first failed job: {failure.job})")
                 return
         finally:
             self.settled = True
             self.bump()
-
-    def _failure_action(self, fp: dict | None, rjob: str, reason: str) -> str:
-        """The first rule matching the failed Job's reason and replicated job; else RestartJobSet."""
-        if not fp:
-            return "FailJobSet"
-        for rule in fp.get("rules") or []:
-            reasons = rule.get("onJobFailureReasons") or []
-            targets = rule.get("targetReplicatedJobs") or []
-            if (not reasons or reason in reasons) and (not targets or rjob in targets):
-                return rule.get("action") or "RestartJobSet"
-        return "RestartJobSet"
 
     def _finish(self, state: str, reason: str, message: str) -> None:
         st = self.status
@@ -242,7 +203,7 @@ class JobSet:
         try:
             pending = set(tasks)
             while True:
-                if self._success(rjobs, operator, targets):
+                if jobset_policy.succeeded(rjobs, operator, targets):
                     return None
                 if not pending:
                     self.settled = True  # all Jobs finished but the policy is not met
@@ -265,18 +226,11 @@ class JobSet:
                         raise exc
                     r.failed += 1
                     self._publish(rjobs)
-                    return _Failure(r.name, f"{self.name}-{r.name}-{j}", exc.reason, exc.message, exc.pod)
+                    return jobset_policy.Failure(r.name, f"{self.name}-{r.name}-{j}", exc.reason, exc.message, exc.pod)
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    @staticmethod
-    def _success(rjobs: list[_RJob], operator: str, targets: list[str]) -> bool:
-        chosen = [r for r in rjobs if r.name in targets]
-        if operator == "Any":
-            return any(r.succeeded > 0 for r in chosen)
-        return all(r.succeeded >= r.replicas for r in chosen)
 
     async def _run_job(self, r: _RJob, j: int, g: int, restart: int, total: int, rjobs: list[_RJob]) -> None:
         job_spec = (r.spec.get("template") or {}).get("spec") or {}

@@ -23,8 +23,17 @@ FIELD_REFS = (
 
 
 def env_vars(pairs) -> list[m.EnvVar]:
-    """Literal env values: Kubernetes' `$(VAR)` expansion leaves them as written."""
-    return [m.EnvVar(name=k, value=kubernetes_literal(v)) for k, v in pairs]
+    """Env from the IR: literal text as written (Kubernetes' `$(VAR)` expansion leaves it
+    alone), run-time values as the Argo tag that fills them in."""
+    return [m.EnvVar(name=k, value=env_value(v)) for k, v in pairs]
+
+
+def env_value(value: ir.EnvValue) -> str:
+    if isinstance(value, ir.WorkflowField):
+        return expr.workflow_field(value)
+    if isinstance(value, ir.ParameterBase64):
+        return expr.parameter_base64(value.parameter)
+    return kubernetes_literal(value)
 
 
 def field_ref(name: str, path: str) -> m.EnvVar:

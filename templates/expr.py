@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from mfargo.compiler import naming
+from mfargo.compiler import ir, naming
 
 WORKFLOW_NAME = "{{workflow.name}}"
 WORKFLOW_NAMESPACE = "{{workflow.namespace}}"
 RETRIES = "{{retries}}"
 ITEM = "{{item}}"
 RUN_ID = naming.run_id(WORKFLOW_NAME)  # argo-{{workflow.name}}: Metaflow's run id
+
+
+def workflow_field(field: ir.WorkflowField) -> str:
+    return {ir.WorkflowField.NAME: WORKFLOW_NAME, ir.WorkflowField.NAMESPACE: WORKFLOW_NAMESPACE}[field]
+
+
+def parameter_base64(parameter: str) -> str:
+    """A workflow parameter's value, base64-encoded by Argo: ``toBase64`` is expr-lang's
+    builtin (Argo >= 3.6 evaluates ``{{=...}}`` with it); the pod decodes it
+    (compiler.command's ``base64 -d``, or pod_hooks in Python)."""
+    return "{{=toBase64(workflow.parameters['%s'])}}" % parameter
 
 
 def input_param(name: str) -> str:

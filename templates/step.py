@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .hera_models import models as m
 
-from mfargo.compiler import ir, usertext
+from mfargo.compiler import ir
 from mfargo.compiler.constants import Env, Path
 
 from . import common, expr, pod_command, wiring
@@ -20,7 +20,7 @@ def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequireme
         env.append(m.EnvVar(name=Env.OUTPUT_DIR, value=Path.OUTPUTS))
     if isinstance(step.inputs, ir.FromParameters):
         env += [
-            m.EnvVar(name=pod_command.parameter_base64_env(p.name), value=usertext.run_time_value(p.name))
+            m.EnvVar(name=pod_command.parameter_base64_env(p.name), value=expr.parameter_base64(p.name))
             for p in wf.parameters
         ]
     return m.Template(

@@ -72,3 +72,37 @@ def args(task: dict) -> dict[str, str]:
 
 def script(template: dict) -> str:
     return template["container"]["command"][2]
+
+
+def load_flow(path: Path, module_name: str | None = None):
+    """Import a flow file in this process and make its FlowSpec as Metaflow's CLI would
+    (decorators' external_init run), for tests that call the compiler directly."""
+    import importlib.util
+
+    from metaflow import FlowSpec
+
+    name = module_name or "mfargo_test_flow_%s" % path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    classes = list({id(v): v for v in vars(module).values()
+                    if isinstance(v, type) and issubclass(v, FlowSpec) and v is not FlowSpec
+                    and v.__module__ == name}.values())
+    assert len(classes) == 1, "%s defines %d flows" % (path, len(classes))
+    flow = classes[0](use_cli=False)
+    _init_flow_decorators(flow)
+    for step_function in flow:
+        for deco in step_function.decorators:
+            deco.external_init()
+    return flow
+
+
+def _init_flow_decorators(flow) -> None:
+    """What Metaflow's CLI does for @schedule, @trigger, @project...: their options at defaults."""
+    from metaflow.decorators import _init_flow_decorators as init
+
+    decos = [d for ds in flow._flow_decorators.values() for d in ds]
+    options = {name: spec.get("default") for d in decos for name, spec in d.options.items()}
+    options = {name.replace("-", "_"): value for name, value in options.items()}
+    init(flow, flow._graph, None, None, None, print, print, options)

@@ -5,13 +5,12 @@ wrong), compile twice to identical bytes, and pass mfargo's schema validation (i
 pipeline.documents) and the independent shared checker - never an internal error."""
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 import textwrap
 
 import pytest
 
+from flowtools import load_flow
 from shared_schemas import SHARED_AVAILABLE, run_shared_validator
 
 SEEDS = range(40)
@@ -114,16 +113,7 @@ class Gen:
 def load(tmp_path, seed: int, source: str):
     path = tmp_path / ("gen_%d.py" % seed)
     path.write_text(source)
-    name = "mfargo_generated_%d" % seed
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    flow = module.GenFlow(use_cli=False)
-    for step_function in flow:
-        for deco in step_function.decorators:
-            deco.external_init()  # what Metaflow's CLI does before any command
-    return flow
+    return load_flow(path, "mfargo_generated_%d" % seed)
 
 
 @pytest.fixture(scope="module")
