@@ -56,9 +56,9 @@ def _check_graph(obj):
 @click.option("--max-workers", default=100, show_default=True, type=int, help="Pods running at once (spec.parallelism).")
 @click.option("--workflow-timeout", default=None, type=int, help="Seconds before the whole run fails.")
 @click.option("--workflow-priority", default=None, type=int, help="Argo workflow priority.")
-@click.option("--ttl-after-success", default=86400, show_default=True, type=click.IntRange(min=-1),
+@click.option("--ttl-after-success", default=86400, show_default=True, type=int,
               help="Seconds a succeeded run (and its JobSets) is kept (ttlStrategy); -1: forever.")
-@click.option("--ttl-after-failure", default=604800, show_default=True, type=click.IntRange(min=-1),
+@click.option("--ttl-after-failure", default=604800, show_default=True, type=int,
               help="Seconds a failed run (and its JobSets) is kept (ttlStrategy); -1: forever.")
 @click.option("--pod-gc", default="OnWorkflowSuccess", show_default=True,
               type=click.Choice(["OnWorkflowSuccess", "OnWorkflowCompletion", "OnPodSuccess", "OnPodCompletion",
@@ -259,8 +259,13 @@ for _command in cluster_cli.COMMANDS:
 
 def _cleanup(ttl_after_success: int, ttl_after_failure: int, pod_gc: str):
     """--ttl-after-success/--ttl-after-failure/--pod-gc as the IR's Cleanup (-1 / Never: none)."""
-    from mfargo.compiler import ir
+    from mfargo.compiler import CompileError, ir
 
+    # Checked here, not with click.IntRange: Metaflow's Deployer API maps option types to
+    # Python types and fails on IntRange (KeyError in metaflow/runner/click_api.py).
+    for option, value in (("--ttl-after-success", ttl_after_success), ("--ttl-after-failure", ttl_after_failure)):
+        if value < -1:
+            raise CompileError("%s takes seconds >= 0, or -1 (keep forever), not %d" % (option, value))
     return ir.Cleanup(
         seconds_after_success=None if ttl_after_success < 0 else ttl_after_success,
         seconds_after_failure=None if ttl_after_failure < 0 else ttl_after_failure,
