@@ -5,15 +5,14 @@ project's CRD checker) when it is importable.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from mfargo import k8s_syntax
 
 from . import events as ev
 
 GROUP = "jobset.x-k8s.io"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def essential_problems(obj: Any) -> list[str]:
@@ -31,7 +30,7 @@ def essential_problems(obj: Any) -> list[str]:
         name = meta["generateName"] + "xxxxx"
     if not isinstance(name, str) or not name:
         problems.append("metadata.name: required")
-    elif len(name) > 63 or not _DNS1123.match(name):
+    elif not k8s_syntax.is_dns1123_label(name):
         problems.append(f"metadata.name: {name!r} must be a DNS-1123 label of at most 63 characters")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
@@ -57,9 +56,9 @@ def essential_problems(obj: Any) -> list[str]:
         elif replicas < 0:
             problems.append(f"{where}.replicas: must be >= 0")
         elif isinstance(name, str) and isinstance(rname, str):
-            job = f"{name}-{rname}-{max(replicas - 1, 0)}"
-            if len(job) > 63 or not _DNS1035.match(job):
-                problems.append(f"{where}: child Job name {job!r} must be a DNS-1035 label <= 63 chars")
+            problem = k8s_syntax.child_job_problem(name, rname, replicas)
+            if problem:
+                problems.append(f"{where}: {problem}")
         pod_spec = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
         if not isinstance(pod_spec, dict) or not pod_spec.get("containers"):
             problems.append(f"{where}.template.spec.template.spec.containers: required")

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
+from mfargo import k8s_syntax
+from mfargo.k8s_syntax import Requirement
 
 from . import events as ev
 from .jobset import GROUP, JobSetController, JobSetError, validate
@@ -34,102 +36,13 @@ class ResourceError(Exception):
 
 # ------------------------------------------------------------------ conditions
 
-@dataclass
-class Requirement:
-    key: str
-    op: str  # == != in notin exists !exists > <
-    values: list[str]
-
-    def __str__(self) -> str:
-        if self.op == "exists":
-            return self.key
-        if self.op == "!exists":
-            return "!" + self.key
-        if self.op in ("in", "notin"):
-            return f"{self.key} {self.op} ({','.join(self.values)})"
-        return f"{self.key} {self.op} {self.values[0]}"
-
-
-_KEY_RE = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_./]*")
-_VAL_RE = re.compile(r"[-A-Za-z0-9_.]*")
-
-
 def parse_selector(text: str) -> list[Requirement]:
-    """Parse label-selector syntax; raises ResourceError like Argo at run time."""
-    reqs: list[Requirement] = []
-    s = text.strip()
-    pos = 0
-
-    def skip_ws():
-        nonlocal pos
-        while pos < len(s) and s[pos].isspace():
-            pos += 1
-
-    def err(msg):
-        raise ResourceError(f"unable to parse condition {text!r}: {msg} at column {pos + 1}")
-
-    while pos < len(s):
-        skip_ws()
-        neg = False
-        if s.startswith("!", pos) and not s.startswith("!=", pos):
-            neg = True
-            pos += 1
-            skip_ws()
-        m = _KEY_RE.match(s, pos)
-        if not m:
-            err("expected a key")
-        key = m.group(0)
-        pos = m.end()
-        skip_ws()
-        if neg:
-            reqs.append(Requirement(key, "!exists", []))
-        elif pos >= len(s) or s[pos] == ",":
-            reqs.append(Requirement(key, "exists", []))
-        else:
-            op = None
-            for cand in ("==", "!=", "=", ">", "<"):
-                if s.startswith(cand, pos):
-                    op = cand
-                    break
-            if op is None:
-                for word in ("notin", "in"):
-                    if s.startswith(word, pos) and (pos + len(word) == len(s) or not s[pos + len(word)].isalnum()):
-                        op = word
-                        break
-            if op is None:
-                err("expected an operator (==, =, !=, in, notin, >, <)")
-            pos += len(op)
-            skip_ws()
-            if op in ("in", "notin"):
-                if not s.startswith("(", pos):
-                    err("expected '('")
-                end = s.find(")", pos)
-                if end < 0:
-                    err("missing ')'")
-                values = [v.strip() for v in s[pos + 1:end].split(",")]
-                for v in values:
-                    if not _VAL_RE.fullmatch(v):
-                        err(f"invalid value {v!r}")
-                pos = end + 1
-                reqs.append(Requirement(key, op, values))
-            else:
-                m = _VAL_RE.match(s, pos)
-                value = m.group(0) if m else ""
-                pos += len(value)
-                if op in (">", "<"):
-                    try:
-                        int(value)
-                    except ValueError:
-                        err(f"for '{op}' the value must be an integer, got {value!r}")
-                reqs.append(Requirement(key, "==" if op == "=" else op, [value]))
-        skip_ws()
-        if pos < len(s):
-            if s[pos] != ",":
-                err("expected ','")
-            pos += 1
-    if not reqs:
-        raise ResourceError(f"unable to parse condition {text!r}: empty")
-    return reqs
+    """Argo reads success/failureCondition with Kubernetes' label-selector parser; so does
+    mfargo's validation (k8s_syntax). A bad one fails the step, as in Argo at run time."""
+    try:
+        return k8s_syntax.parse_selector(text)
+    except ValueError as e:
+        raise ResourceError(f"unable to parse condition {text!r}: {e}") from None
 
 
 _MISSING = object()
