@@ -27,8 +27,23 @@ class _Dumper(_BaseDumper):
         return not self.anchors_allowed or super().ignore_aliases(data)
 
 
-class _ManifestDumper(_Dumper):
-    anchors_allowed = True
+class BareTag(str):
+    """A whole-value Argo tag that must stay unquoted in a manifest string, so Argo's
+    textual substitution leaves a number (``replicas: {{inputs.parameters.worker-count}}``)."""
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Manifests embedded as strings: anchors for shared objects, and ``BareTag`` values
+    written plain. PyYAML would quote a value starting with '{' (a flow indicator) and
+    libyaml's emitter cannot be told otherwise, so this one uses PyYAML's Python emitter
+    (manifests are small) with the plain style chosen for the style ``BareTag`` asks for."""
+
+    _BARE = "bare"
+
+    def choose_scalar_style(self):
+        if self.event.style == self._BARE:
+            return ""
+        return super().choose_scalar_style()
 
 
 def _str(dumper: yaml.SafeDumper, value: str):
@@ -41,6 +56,9 @@ def _has_trailing_space(text: str) -> bool:
 
 
 _Dumper.add_representer(str, _str)
+_ManifestDumper.add_representer(str, _str)
+_ManifestDumper.add_representer(
+    BareTag, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style=_ManifestDumper._BARE))
 
 
 def ordered(value, first=_TOP, _seen=None):
@@ -79,20 +97,5 @@ def dump_all(documents: list[dict]) -> str:
 
 
 def manifest_text(document: dict) -> str:
-    """A manifest embedded as a string. Argo tags written as whole values stay unquoted
-    (``replicas: {{inputs.parameters.worker-count}}``) so they become ints after substitution.
-    """
-    text = dump(document, _ManifestDumper)
-    return _unquote_whole_tags(text)
-
-
-def _unquote_whole_tags(text: str) -> str:
-    # PyYAML quotes a value starting with '{'; a whole-value tag must stay bare so Argo's
-    # textual substitution yields a number. Only `replicas:` carries such a value.
-    out = []
-    for line in text.split("\n"):
-        key, sep, rest = line.partition(": ")
-        if sep and key.strip() == "replicas" and rest.startswith("'{{") and rest.endswith("}}'"):
-            line = "%s: %s" % (key, rest[1:-1])
-        out.append(line)
-    return "\n".join(out)
+    """A manifest embedded as a string (``BareTag`` values unquoted)."""
+    return dump(document, _ManifestDumper)

@@ -6,8 +6,8 @@ The resource template creates the JobSet and waits on single-clause conditions o
 argo-workflows#7143/#11217).
 
 Plain dicts holding only what is emitted. ``replicas`` of the worker job is a plain
-``{{inputs.parameters.worker-count}}`` tag, unquoted, so the manifest is valid YAML
-before Argo substitutes it (argo-workflows#10924) and an int after.
+``{{inputs.parameters.worker-count}}`` tag, unquoted (``emit.BareTag``), so Argo's
+substitution leaves an int (argo-workflows#10924).
 
 Control and worker pods differ only in their command and role env; everything else is
 the same object in both, which the YAML writer emits once with an anchor and refers to
@@ -90,7 +90,7 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
             "replicatedJobs": [
                 _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, control_spec, pod_failure, control,
                      shared_env + _role_env(True)),
-                _job(JobSetKey.WORKER_JOB, gang.WORKER_REPLICAS, pod_metadata, pod_spec, pod_failure, container,
+                _job(JobSetKey.WORKER_JOB, emit.BareTag(gang.WORKER_REPLICAS), pod_metadata, pod_spec, pod_failure, container,
                      shared_env + _role_env(False)),
             ],
         },
