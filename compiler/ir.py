@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
 
+from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+
 
 class Transition(enum.Enum):
     """What a step's ``self.next(...)`` does."""
@@ -337,7 +339,8 @@ class Notify:
 class Bundle:
     """Which extra documents to emit and how to spell them (create options)."""
 
-    cron_field: str = "schedules"  # Argo >= 3.6 list; "schedule" for older clusters
+    argo_version: str = DEFAULT_ARGO_VERSION  # X.Y: the target Argo (compiler/versions.py); 3.7 spells the cron `schedule`
+    jobset_version: str = DEFAULT_JOBSET_VERSION  # X.Y: the target JobSet; the manifest is checked against its CRD
     workflow: bool = False  # also a `kind: Workflow` referencing the template
     # Runs created by the bundle use it; also the RoleBinding subject ("default" when None).
     service_account: str | None = None

@@ -1,7 +1,7 @@
 """A nightly report: @schedule makes the bundle carry a CronWorkflow that runs the template.
 
 `argo-workflows create --output-file scheduled.yaml` writes the WorkflowTemplate and the
-CronWorkflow (Argo >= 3.6 `schedules:`; `--cron-schedule-field schedule` for older Argo).
+CronWorkflow (Argo 4 `schedules:`; `--argo-version 3.7` writes 3.x's `schedule:`).
 """
 
 from metaflow import FlowSpec, Parameter, schedule, step

@@ -10,6 +10,7 @@ import difflib
 import json
 
 from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir, usertext
+from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 from mfargo.compiler import flow_decorators as deployment
 
 
@@ -25,7 +26,11 @@ def documents(workflow: ir.Workflow) -> list[dict]:
 
     usertext.check_workflow(workflow)
     docs = templates.build(workflow)
-    problems = validation.validate_documents(docs)
+    bundle = workflow.deployment.bundle
+    problems = validation.validate_documents(docs, bundle.argo_version, bundle.jobset_version)
+    if problems and (bundle.argo_version, bundle.jobset_version) != (DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION):
+        raise CompileError("this flow needs something Argo %s / JobSet %s lacks (--argo-version, --jobset-version): %s"
+                           % (bundle.argo_version, bundle.jobset_version, problems[0]))
     if problems:
         raise CompileError("generated YAML failed validation (a bug in mfargo): %s" % problems[0])
     return docs

@@ -2,8 +2,8 @@
 
 Field values follow core Metaflow's ``schedule_workflow_template`` (argo_client.py):
 history limits 10000, a 3540 s starting deadline, not suspended. Argo >= 3.6 reads the
-``schedules`` list (the only form in Argo 4); ``cron_field="schedule"`` writes the singular
-field older clusters need.
+``schedules`` list (the only form in Argo 4); ``create --argo-version 3.7`` writes the singular
+``schedule`` string instead, which every 3.x release reads.
 """
 
 from __future__ import annotations
@@ -46,6 +46,6 @@ def build(wf: ir.Workflow) -> dict | None:
         ),
     )
     doc = emit.plain(cron)
-    if wf.deployment.bundle.cron_field == "schedule":
+    if wf.deployment.bundle.argo_version == "3.7":  # before Argo 4: one string (its `schedules` came in 3.6)
         doc["spec"]["schedule"] = doc["spec"].pop("schedules")[0]
     return doc

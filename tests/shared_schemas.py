@@ -13,9 +13,12 @@ SHARED_AVAILABLE = SHARED_VALIDATOR.is_file()
 JOBSET_VERSION = "v0.12.0"  # the version shipped in mfargo/schemas/
 
 
-def run_shared_validator(paths: list[Path]) -> subprocess.CompletedProcess:
-    """validate.py --jobset-version v0.12.0 -q PATHS; returncode 0 = valid, stdout = problems."""
+def run_shared_validator(paths: list[Path], jobset_version: str = JOBSET_VERSION,
+                         argo_schema: Path | None = None) -> subprocess.CompletedProcess:
+    """validate.py --jobset-version V [--argo-schema S] -q PATHS; returncode 0 = valid, stdout = problems."""
     if not SHARED_AVAILABLE:
         raise RuntimeError("%s not found; check SHARED_AVAILABLE first" % SHARED_VALIDATOR)
-    cmd = [sys.executable, str(SHARED_VALIDATOR), "--jobset-version", JOBSET_VERSION, "-q", *map(str, paths)]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd = [sys.executable, str(SHARED_VALIDATOR), "--jobset-version", jobset_version, "-q"]
+    if argo_schema is not None:
+        cmd += ["--argo-schema", str(argo_schema)]
+    return subprocess.run(cmd + [str(p) for p in paths], capture_output=True, text=True, check=False)

@@ -1,10 +1,11 @@
 """Regenerate the schemas shipped in mfargo/schemas/ from a checkout of the shared schemas.
 
-    python mfargo/schemas/vendor.py /work/shared/schemas [--jobset-version v0.12.0]
+    python mfargo/schemas/vendor.py /work/shared/schemas
 
 Why: the compiler validates every document before writing it, and users have no copy of
 the upstream schemas. We ship only what the validator needs: Argo definitions reachable
-from the kinds mfargo emits, and one JobSet CRD version, both without the prose
+from the kinds mfargo emits (Argo 4.1 and 3.7), and the JobSet CRD versions `--jobset-version`
+picks from (SHIPPED_JOBSET), all without the prose
 (`description`, `title`), which is ~80% of the bytes and never used for validation.
 """
 import argparse
@@ -14,8 +15,14 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ARGO_VERSION = "v4.1.2"  # shared/schemas/argo-workflows/schema.json (see its README)
-ARGO_COMMIT, ARGO_DATE = "16a52d67daf2f4a8a76fa8bec02a76a46aa46257", "2026-08-21"
+# (source file, version, commit, date): the source files do not name their version (see their README)
+SHIPPED_ARGO = {
+    "4.1": ("schema.json", "v4.1.2", "16a52d67daf2f4a8a76fa8bec02a76a46aa46257", "2026-08-21"),
+    "3.7": ("schema-v3.7.18.json", "v3.7.18", "66e32e5cc367f223e2ecf4fbe852b95eaed83034", "2026-08-14"),
+}
+# JobSet releases shipped: v0.6 is the first with status.terminalState; each X.Y in between uses
+# the nearest shipped release at or below it (mfargo.validation.schema.jobset_release).
+SHIPPED_JOBSET = ("v0.6.0", "v0.8.2", "v0.12.0")
 ARGO_PREFIX = "io.argoproj.workflow.v1alpha1."
 ARGO_KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")  # what mfargo emits
 PROSE = {"description", "title"}
@@ -52,7 +59,7 @@ def refs_in(node):
             yield from refs_in(val)
 
 
-def trim_argo(root):
+def trim_argo(root, version, commit, date):
     defs = root["definitions"]
     keep, todo = set(), [ARGO_PREFIX + k for k in ARGO_KINDS]
     while todo:
@@ -63,7 +70,7 @@ def trim_argo(root):
     return {
         "$schema": root["$schema"],
         "x-upstream": {"project": "github.com/argoproj/argo-workflows", "path": "api/jsonschema/schema.json",
-                       "version": ARGO_VERSION, "commit": ARGO_COMMIT, "date": ARGO_DATE,
+                       "version": version, "commit": commit, "date": date,
                        "kinds": list(ARGO_KINDS)},
         "definitions": {name: strip_prose(defs[name]) for name in sorted(keep)},
     }
@@ -87,18 +94,20 @@ def write(path, data):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", type=Path, help="the shared schemas dir (has argo-workflows/ and jobset/)")
-    ap.add_argument("--jobset-version", default="v0.12.0")
     ap.add_argument("--out", type=Path, default=HERE)
     args = ap.parse_args(argv)
-    argo = json.loads((args.source / "argo-workflows" / "schema.json").read_text())
-    jobset = json.loads((args.source / "jobset" / (args.jobset_version + ".json")).read_text())
+    today = datetime.date.today().isoformat()
+    for minor, (source, version, commit, date) in SHIPPED_ARGO.items():
+        argo = json.loads((args.source / "argo-workflows" / source).read_text())
+        trimmed = trim_argo(argo, version, commit, date)
+        trimmed["x-upstream"]["vendored"] = today
+        write(args.out / ("argo-workflows-%s.json" % minor), trimmed)
     versions = json.loads((args.source / "jobset" / "versions.json").read_text())
-    trimmed = trim_argo(argo)
-    trimmed["x-upstream"]["vendored"] = datetime.date.today().isoformat()
-    write(args.out / "argo-workflows.json", trimmed)
-    trimmed = trim_jobset(jobset, args.jobset_version, versions.get(args.jobset_version, {}))
-    trimmed["x-upstream"]["vendored"] = datetime.date.today().isoformat()
-    write(args.out / "jobset.json", trimmed)
+    for version in SHIPPED_JOBSET:
+        jobset = json.loads((args.source / "jobset" / (version + ".json")).read_text())
+        trimmed = trim_jobset(jobset, version, versions.get(version, {}))
+        trimmed["x-upstream"]["vendored"] = today
+        write(args.out / ("jobset-%s.json" % version), trimmed)
     return 0
 
 

@@ -11,12 +11,14 @@ tags), `argo` and `jobset` (the rules); Kubernetes name syntax is `mfargo.k8s_sy
 
 from __future__ import annotations
 
+from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+
 from mfargo.k8s_syntax import parse_selector  # noqa: F401 - part of this package's API
 
 from .argo import check_argo
 from .jobset import check_jobset
 from .report import Doc, drop_nulls, get
-from .schema import ARGO_KINDS
+from .schema import ARGO_KINDS, schemas
 
 LIGHT_KINDS = ("Role", "RoleBinding", "ServiceAccount", "Sensor")  # no schema shipped
 MAX_PROBLEMS = 50  # per document
@@ -32,9 +34,10 @@ def _check_light(doc: Doc, obj: dict) -> None:
         doc.add(["metadata", "name"], "is required")
 
 
-def validate_documents(docs: list) -> list[str]:
+def validate_documents(docs: list, argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> list[str]:
     """One line per problem in `docs` (parsed YAML documents), `Kind/name: json.path: message`;
-    an empty list means every document is valid."""
+    an empty list means every document is valid for those Argo and JobSet versions (X.Y)."""
+    shipped = schemas(argo_version, jobset_version)
     problems = []
     for n, raw in enumerate(docs):
         if not isinstance(raw, dict):
@@ -45,9 +48,9 @@ def validate_documents(docs: list) -> list[str]:
         doc = Doc("%s/%s" % (kind, meta.get("name") or meta.get("generateName") or "document-%d" % n))
         try:
             if kind in ARGO_KINDS:
-                check_argo(doc, obj, kind)
+                check_argo(doc, obj, kind, shipped)
             elif kind == "JobSet":
-                check_jobset(doc, obj, [])
+                check_jobset(doc, obj, [], shipped)
             elif kind in LIGHT_KINDS:
                 _check_light(doc, obj)
             else:

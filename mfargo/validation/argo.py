@@ -11,7 +11,7 @@ from mfargo import k8s_syntax
 
 from .jobset import check_jobset
 from .report import IN_MANIFEST, Doc, get, has_tag, parse_manifest
-from .schema import schema_has_field, schemas
+from .schema import Schemas, schema_has_field
 
 ACTIONS = ("get", "create", "apply", "delete", "replace", "patch")
 ARGO_FIELD_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")  # template/task/step names, <= 128
@@ -35,14 +35,10 @@ def check_name(doc: Doc, kind: str, meta: dict, limit: int) -> None:
                     "%r: %s names are lowercase DNS subdomains of at most %d chars" % (name, kind, limit))
 
 
-def check_argo(doc: Doc, obj: dict, kind: str) -> None:
-    cron_spec = obj.get("spec") if kind == "CronWorkflow" else None
-    if isinstance(cron_spec, dict) and isinstance(cron_spec.get("schedule"), str) and "schedules" not in cron_spec:
-        # Argo < 3.6 spells `schedules: [x]` as `schedule: x` (removed in Argo 4, whose schema this is).
-        spec_copy = dict(cron_spec, schedules=[cron_spec["schedule"]])
-        del spec_copy["schedule"]
-        obj = dict(obj, spec=spec_copy)
-    doc.schema(schemas().checkers[kind], obj, [])
+def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
+    """`shipped`: the schemas of the target Argo and JobSet versions (Argo 3.7's CronWorkflow has
+    the single-string `schedule` that Argo 4 removed)."""
+    doc.schema(shipped.checkers[kind], obj, [])
     meta = get(obj, "metadata")
     check_name(doc, kind, meta, 52 if kind == "CronWorkflow" else 63)  # Cron adds an 11-char suffix
     doc.labels(meta, ["metadata"])
@@ -66,7 +62,7 @@ def check_argo(doc: Doc, obj: dict, kind: str) -> None:
                     doc.add(tp + [io, "parameters", j, "name"], "%r: parameter names are [-a-zA-Z0-9_]+" % pname)
         _check_tasks(doc, t, tp, template_names)
         if isinstance(t.get("resource"), dict):
-            _check_resource(doc, t, tp)
+            _check_resource(doc, t, tp, shipped)
     for ref_path in (["entrypoint"], ["onExit"]):
         ref = spec.get(ref_path[0])
         if ref and not has_tag(ref) and ref not in template_names and not spec.get("workflowTemplateRef"):
@@ -116,7 +112,7 @@ def _check_tasks(doc: Doc, t: dict, tp: list, template_names: set) -> None:
                     doc.add(sp + ["depends"], "%r: unknown task result .%s" % (m.group(0), m.group(2)))
 
 
-def _check_resource(doc: Doc, t: dict, tp: list) -> None:
+def _check_resource(doc: Doc, t: dict, tp: list, shipped: Schemas) -> None:
     res, rp = t["resource"], tp + ["resource"]
     action = res.get("action")
     if action not in ACTIONS and not has_tag(action):
@@ -155,12 +151,12 @@ def _check_resource(doc: Doc, t: dict, tp: list) -> None:
             doc.add(rp + [cond], "%r is not a valid label selector: %s" % (expr, e))
             continue
         for req in reqs if is_jobset else ():
-            if not schema_has_field(schemas().jobset, req.key):
+            if not schema_has_field(shipped.jobset, req.key):
                 doc.add(rp + [cond], "JobSet %s has no field %s: this condition never matches"
-                        % (schemas().jobset_version, req.key))
+                        % (shipped.jobset_version, req.key))
     if obj is not None:
         if is_jobset:
-            check_jobset(doc, obj, rp + ["manifest", IN_MANIFEST])
+            check_jobset(doc, obj, rp + ["manifest", IN_MANIFEST], shipped)
         elif not (get(obj, "metadata").get("name") or get(obj, "metadata").get("generateName")):
             doc.add(rp + ["manifest", "metadata"], "the object needs metadata.name or generateName")
     doc.tags = []

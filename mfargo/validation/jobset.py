@@ -6,15 +6,17 @@ from __future__ import annotations
 from mfargo import k8s_syntax
 
 from .report import Doc, get, has_tag
-from .schema import schemas
+from .schema import Schemas, schemas
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 
 
-def check_jobset(doc: Doc, js: dict, prefix: list) -> None:
+def check_jobset(doc: Doc, js: dict, prefix: list, shipped: Schemas | None = None) -> None:
+    """`shipped`: the schemas of the target JobSet version (default: the newest shipped)."""
+    shipped = shipped or schemas()
     if js.get("apiVersion") != JOBSET_API:
         doc.add(prefix + ["apiVersion"], "JobSet is served as %s, not %r" % (JOBSET_API, js.get("apiVersion")))
-    doc.schema(schemas().checkers["JobSet"], js, prefix)
+    doc.schema(shipped.checkers["JobSet"], js, prefix)
     meta, spec = get(js, "metadata"), get(js, "spec")
     doc.labels(meta, prefix + ["metadata"])
     if not (meta.get("name") or meta.get("generateName")):

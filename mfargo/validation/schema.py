@@ -1,4 +1,5 @@
-"""The shipped schemas (Argo v4.1.2, JobSet v0.12.0; see mfargo/schemas/README.md), made strict.
+"""The shipped schemas (Argo v4.1.2 and v3.7.18, JobSet v0.6.0, v0.8.2 and v0.12.0; see
+mfargo/schemas/README.md), made strict.
 
 Why not plain jsonschema: Argo's generated schema is too loose for some Go types and too
 open (unknown keys pass, the controller then drops them silently), and resolving `$ref`s
@@ -7,6 +8,8 @@ inlined once, and validated with a few fast paths. Loaded on first use only.
 """
 
 from __future__ import annotations
+
+from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
 import functools
 import json
@@ -154,15 +157,30 @@ class Schemas:
         self.checkers, self.jobset, self.jobset_version = checkers, jobset, jobset_version
 
 
+def _release(path: Path) -> tuple[int, ...]:
+    return tuple(int(p) for p in path.stem.split("-v", 1)[1].split("."))
+
+
+def jobset_release(major_minor: str) -> Path:
+    """The shipped CRD for JobSet X.Y: the newest shipped release at or below it (each release
+    only adds fields, so a field the older CRD lacks is one a cluster of that version may lack)."""
+    wanted = tuple(int(p) for p in major_minor.split("."))
+    shipped = sorted(SCHEMA_DIR.glob("jobset-v*.json"), key=_release)
+    usable = [p for p in shipped if _release(p)[:2] <= wanted]
+    if not usable:
+        raise ValueError("no JobSet CRD shipped for v%s (oldest: %s)" % (major_minor, shipped[0].stem))
+    return usable[-1]
+
+
 @functools.lru_cache(maxsize=None)
-def schemas() -> Schemas:
-    """Built on the first call only."""
-    argo = json.loads((SCHEMA_DIR / "argo-workflows.json").read_text())
+def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> Schemas:
+    """Built on the first call for each pair of versions only."""
+    argo = json.loads((SCHEMA_DIR / ("argo-workflows-%s.json" % argo_version)).read_text())
     defs = argo["definitions"]
     _widen_argo(defs)
     _close(defs)
     _inline_refs(defs, defs)
-    jobset = json.loads((SCHEMA_DIR / "jobset.json").read_text())
+    jobset = json.loads(jobset_release(jobset_version).read_text())
     _close(jobset)
     # The CRD leaves metadata free-form; kubectl's strict validation checks it as ObjectMeta.
     jobset["properties"]["metadata"] = defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]

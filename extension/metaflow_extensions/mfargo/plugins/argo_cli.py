@@ -16,6 +16,8 @@ from dataclasses import replace
 
 from metaflow._vendor import click
 
+from mfargo import versions
+
 from . import cluster_cli
 from . import metaflow_inputs as inputs
 
@@ -64,8 +66,12 @@ def _check_graph(obj):
               type=click.Choice(["OnWorkflowSuccess", "OnWorkflowCompletion", "OnPodSuccess", "OnPodCompletion",
                                  "Never"]),
               help="When finished pods are deleted (podGC); Never keeps them until the run is deleted.")
-@click.option("--cron-schedule-field", type=click.Choice(["schedules", "schedule"]), default="schedules",
-              show_default=True, help="CronWorkflow field: the list (Argo >= 3.6) or the singular one (older).")
+@click.option("--argo-version", type=click.Choice(versions.ARGO_VERSIONS), default=versions.DEFAULT_ARGO_VERSION,
+              show_default=True, help="Argo release to write for (spellings that differ, e.g. the CronWorkflow "
+                                      "schedule) and validate against.")
+@click.option("--jobset-version", default=versions.DEFAULT_JOBSET_VERSION, show_default=True, metavar="X.Y",
+              help="JobSet release of the cluster: the gang's manifest is validated against its CRD "
+                   "(v%d.%d or newer)." % versions.MIN_JOBSET)
 @click.option("--workflow", "emit_workflow", is_flag=True, default=False,
               help="Also emit a `kind: Workflow` running the template (generateName: for `argo submit` "
                    "or `kubectl create`, which `kubectl apply` refuses).")
@@ -107,7 +113,7 @@ def _check_graph(obj):
               help="Write the workflow name to this file (Metaflow's Deployer API).")
 @click.pass_obj
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
-           workflow_timeout, workflow_priority, ttl_after_success, ttl_after_failure, pod_gc, cron_schedule_field, emit_workflow, service_account, check, graph, no_cache,
+           workflow_timeout, workflow_priority, ttl_after_success, ttl_after_failure, pod_gc, argo_version, jobset_version, emit_workflow, service_account, check, graph, no_cache,
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
            notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
@@ -152,7 +158,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             sys.stdout.write(pipeline.as_mermaid(workflow))
             return
         workflow = inputs.with_deployment_options(
-            workflow, cron_schedule_field, emit_workflow, service_account, notify_on_error, notify_on_success,
+            workflow, (argo_version, jobset_version), emit_workflow, service_account, notify_on_error, notify_on_success,
             notify_slack_webhook_url_secret, notify_pager_duty_integration_key_secret, notify_image,
             (notify_incident_io_api_key_secret, incident_io_alert_source_config_id, incident_io_metadata),
         )

@@ -1,5 +1,5 @@
 """What the compiler needs, gathered from Metaflow's objects and config: CompileOptions, the
-deployment options (schedules' field, notifications, Argo Events config) and the code package.
+deployment options (target Argo/JobSet versions, notifications, Argo Events config) and the code package.
 
 Separate from the command (`argo_cli`) so the option declarations stay readable and this
 gathering can be read, and tested, on its own.
@@ -32,12 +32,14 @@ def _secret_ref(value, default_key: str, option: str):
     return SecretRef(name=name, key=key or default_key)
 
 
-def with_deployment_options(workflow, cron_field, emit_workflow, service_account, on_error, on_success,
+def with_deployment_options(workflow, target_versions, emit_workflow, service_account, on_error, on_success,
                              slack_secret, pager_duty_secret, notify_image, incident_io=(None, None, ())):
-    """Create options and Metaflow's Argo Events config -> workflow.deployment."""
+    """Create options and Metaflow's Argo Events config -> workflow.deployment.
+    `target_versions`: (--argo-version, --jobset-version)."""
     from metaflow import metaflow_config
 
     from mfargo.compiler import CompileError
+    from mfargo import versions
     from mfargo.compiler.ir import Bundle, Notify
 
     slack = _secret_ref(slack_secret, "url", "--notify-slack-webhook-url-secret")
@@ -70,7 +72,9 @@ def with_deployment_options(workflow, cron_field, emit_workflow, service_account
             "service_account": getattr(metaflow_config, "ARGO_EVENTS_SERVICE_ACCOUNT", None),
         }
         triggers = replace(triggers, **{k: v for k, v in config.items() if v})
-    bundle = Bundle(cron_field=cron_field, workflow=emit_workflow, service_account=service_account)
+    argo_version, jobset_version = target_versions
+    bundle = Bundle(argo_version=argo_version, jobset_version=versions.jobset_version(jobset_version),
+                    workflow=emit_workflow, service_account=service_account)
     return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
 
 
