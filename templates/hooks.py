@@ -16,7 +16,6 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Label
 
-from . import emit
 
 ON_SUCCESS = "workflow.status == 'Succeeded'"
 ON_ERROR = "workflow.status == 'Error' || workflow.status == 'Failed'"
@@ -63,15 +62,15 @@ def run_pathspec(wf: ir.Workflow) -> str:
     return "%s/%s" % (wf.flow_name, naming.run_id("{{workflow.name}}"))
 
 
-def build(wf: ir.Workflow) -> tuple[dict[str, dict], list[dict]]:
-    """(spec.hooks entries, templates), as plain dicts; both empty without hooks."""
+def build(wf: ir.Workflow) -> tuple[dict[str, m.LifecycleHook], list[m.Template]]:
+    """(spec.hooks entries, their templates); both empty without hooks."""
     pairs = [(h.template, h.on_success, _exit_hook_template(h, wf)) for h in wf.deployment.exit_hooks]
     pairs += _notify_templates(wf)
     hooks = {
         name: m.LifecycleHook(template=name, expression=ON_SUCCESS if success else ON_ERROR)
         for name, success, _ in pairs
     }
-    return {k: emit.plain(v) for k, v in hooks.items()}, [emit.plain(t) for _, _, t in pairs]
+    return hooks, [t for _, _, t in pairs]
 
 
 def annotations(wf: ir.Workflow) -> dict[str, str]:

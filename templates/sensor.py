@@ -38,11 +38,6 @@ def parameter_dest(name: str) -> str:
     return "spec.arguments.parameters.#(name=%s).value" % name
 
 
-def template_arguments(trig: ir.Triggers) -> list[dict]:
-    """Extra WorkflowTemplate parameters: each event's payload, `null` when not triggered."""
-    return [{"name": e.sanitized_name, "value": NULL} for e in trig.events]
-
-
 def template_annotations(wf: ir.Workflow) -> dict[str, str]:
     trig = wf.deployment.triggers
     out = {

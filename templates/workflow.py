@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 from .hera_models import models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Api, Label
 from mfargo.compiler.errors import CompileError
 
-from . import common, dag, jobset, recursion, step
+from . import common, dag, expr, hooks, jobset, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -24,6 +26,9 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
         if s.recursive:
             templates.append(recursion.build(s, wf))
     _check_unique(templates)
+    lifecycle, hook_templates = hooks.build(wf)
+    _check_hook_names(templates, lifecycle)
+    templates += hook_templates
     return m.WorkflowTemplate(
         api_version=Api.ARGO,
         kind="WorkflowTemplate",
@@ -31,7 +36,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             name=wf.name,
             namespace=wf.namespace,
             labels=dict(wf.labels),
-            annotations=dict(wf.annotations),
+            annotations=dict(wf.annotations) | _deployment_annotations(wf),
         ),
         spec=m.WorkflowSpec(
             entrypoint=entrypoint,
@@ -43,7 +48,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             priority=wf.priority,
             pod_metadata=m.Metadata(
                 labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-task"},
-                annotations={Label.RUN_ID: naming.run_id("{{workflow.name}}"), Label.FLOW_NAME: wf.flow_name},
+                annotations={Label.RUN_ID: expr.RUN_ID, Label.FLOW_NAME: wf.flow_name},
             ),
             workflow_metadata=m.WorkflowMetadata(labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-run"}),
             template_defaults=m.Template(
@@ -54,6 +59,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
                     env=common.env_vars(wf.env) + common.identity_env(),
                 )
             ),
+            hooks=lifecycle or None,
             templates=templates,
         ),
     )
@@ -82,11 +88,30 @@ def _most_common_resources(wf: ir.Workflow) -> m.ResourceRequirements:
 
 
 def _arguments(wf: ir.Workflow) -> m.Arguments | None:
-    if not wf.parameters:
-        return None
-    return m.Arguments(
-        parameters=[m.Parameter(name=p.name, value=p.default, description=p.description) for p in wf.parameters]
-    )
+    """The flow's parameters, then (with @trigger) each event's payload parameter."""
+    params = [m.Parameter(name=p.name, value=p.default, description=p.description) for p in wf.parameters]
+    if wf.deployment.triggers is not None:
+        # Each event's payload, `null` when the run was not triggered.
+        params += [m.Parameter(name=e.sanitized_name, value=sensor.NULL) for e in wf.deployment.triggers.events]
+    return m.Arguments(parameters=params) if params else None
+
+
+def _deployment_annotations(wf: ir.Workflow) -> dict[str, str]:
+    """What @schedule, @trigger and the notify options tell readers of the template."""
+    dep = wf.deployment
+    out = {}
+    if dep.schedule is not None:
+        out[Label.CRON] = json.dumps({"schedule": dep.schedule.cron, "tz": dep.schedule.timezone or ""})
+    if dep.triggers is not None:
+        out.update(sensor.template_annotations(wf))
+    out.update(hooks.annotations(wf))
+    return out
+
+
+def _check_hook_names(templates: list[m.Template], lifecycle: dict) -> None:
+    clash = sorted({t.name for t in templates} & set(lifecycle))
+    if clash:
+        raise CompileError("hook template %r has the name of a step template; rename the function" % clash[0])
 
 
 def _check_unique(templates: list[m.Template]) -> None:
