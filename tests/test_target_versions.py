@@ -125,3 +125,42 @@ def test_unknown_argo_version_is_refused_by_the_option(tmp_path):
     flow = _copy_gang(tmp_path)
     proc = compile_file(flow, "--argo-version", "3.5", check=False)
     assert proc.returncode != 0 and "3.5" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _gang_ir(**bundle):
+    """The gang example's IR (in-process), targeting the given versions."""
+    from dataclasses import replace
+
+    from mfargo import pipeline
+    from mfargo.compiler import CompileOptions
+
+    from flowtools import load_flow
+
+    flow = load_flow(GANG_FLOW, "mfargo_versions_gang")
+    options = CompileOptions(datastore="s3", datastore_root="s3://mfargo-examples/metaflow", code_in_image="/app")
+    workflow = pipeline.compile_ir(flow, flow._graph, options)
+    dep = workflow.deployment
+    return replace(workflow, deployment=replace(dep, bundle=replace(dep.bundle, **bundle)))
+
+
+def test_a_problem_only_an_older_target_has_names_the_versions(monkeypatch):
+    """In-process: the pipeline validates against the Bundle's versions, and a problem there is
+    reported as what that target lacks, not as an mfargo bug."""
+    from mfargo import pipeline
+    from mfargo.compiler import CompileError
+
+    seen = []
+    real = validation.validate_documents
+
+    def spy(docs, argo_version, jobset_version):
+        seen.append((argo_version, jobset_version))
+        return real(docs, argo_version, jobset_version)
+
+    monkeypatch.setattr(validation, "validate_documents", spy)
+    assert pipeline.documents(_gang_ir(jobset_version="0.8", argo_version="3.7"))
+    assert seen == [("3.7", "0.8")]
+    monkeypatch.setattr(validation, "validate_documents", lambda docs, a, j: ["JobSet/x: spec.newField: unexpected"])
+    with pytest.raises(CompileError, match=r"Argo 3\.7 / JobSet 0\.8 lacks .*spec\.newField"):
+        pipeline.documents(_gang_ir(jobset_version="0.8", argo_version="3.7"))
+    with pytest.raises(CompileError, match="a bug in mfargo"):
+        pipeline.documents(_gang_ir())
