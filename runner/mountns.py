@@ -23,6 +23,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from . import workdir
+
 CLONE_NEWNS = 0x00020000
 MS_BIND = 0x1000
 MS_REC = 0x4000
@@ -151,16 +153,6 @@ def _registry():
         REGISTRY.write_text(json.dumps(data))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def claim_mount_points(binds: list[tuple[str, str]]) -> list[str]:
     """Create the container paths missing on this machine (outside other binds) and
     register this process as their user; returns the registry keys it uses."""
@@ -191,7 +183,7 @@ def release_mount_points(keys: set[str]) -> None:
         return
     with _registry() as data:
         for key in keys:
-            users = [p for p in data.get(key, []) if p != os.getpid() and _alive(p)]
+            users = [p for p in data.get(key, []) if p != os.getpid() and workdir.process_alive(p)]
             if users:
                 data[key] = users
                 continue

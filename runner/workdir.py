@@ -18,7 +18,8 @@ PREFIX = "mfargo-run-"
 PID_FILE = "runner.json"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (owned by anyone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -48,7 +49,7 @@ def clean_stale(say: Callable[[str], None], root: Path | None = None) -> list[Pa
             pid, keep = int(info["pid"]), bool(info.get("keep"))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not ours (or an older runner's): leave it alone
-        if (d / "status.json").exists() or _alive(pid):
+        if (d / "status.json").exists() or process_alive(pid):
             continue
         if keep:
             say(f"stale work directory {d} (its runner, pid {pid}, was killed; kept: --keep)")
