@@ -188,12 +188,6 @@ def _check_supported(graph, node) -> None:
             "add a step before it" % ", ".join(_parents(node)),
             step=node.name,
         )
-    if node.type == "split-switch" and node.name in node.out_funcs and _is_foreach_entry(graph, node):
-        raise CompileError(
-            "a switch step that can choose itself cannot be the first step of a foreach body "
-            "(only its first iteration is the foreach's child); add a step before it",
-            step=node.name,
-        )
 
 
 def _is_ancestor(graph, candidate: str, of: str) -> bool:

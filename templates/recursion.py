@@ -23,11 +23,13 @@ def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     ctx = expr.input_param(Param.CTX)
     this_task = wiring.step_path(step.name, ctx, expr.input_param(Param.ITERATION))
     passed = [m.Parameter(name=n, value=expr.input_param(n)) for n in wiring.template_inputs(step, wf)]
-    again_args = [
-        m.Parameter(name=Param.CTX, value=ctx),
-        m.Parameter(name=Param.ITERATION, value="{{=asInt(inputs.parameters['%s']) + 1}}" % Param.ITERATION),
-        m.Parameter(name=Param.INPUT_PATHS, value=this_task),
-    ]
+    # The next iteration reads this one; every other input (a foreach child's split index...)
+    # passes through unchanged.
+    changed = {
+        Param.ITERATION: "{{=asInt(inputs.parameters['%s']) + 1}}" % Param.ITERATION,
+        Param.INPUT_PATHS: this_task,
+    }
+    again_args = [m.Parameter(name=p.name, value=changed.get(p.name, p.value)) for p in passed]
     return m.Template(
         name=loop,
         inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),

@@ -55,11 +55,11 @@ def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
         args += [Arg(status_param(p), expr.task_status(task_name(p))) for p in branch_tasks(source)]
     if step.recursive:
         # The loop gets its first input paths ready-made; iterations pass on their own.
-        caller_ids = {p: expr.task_output(task_name(p), Param.TASK_ID) for p in _looping_parents(step, wf)}
-        args += [
-            Arg(Param.ITERATION, "0"),
-            Arg(Param.INPUT_PATHS, static_paths(source, scope_ctx, caller_ids)),
-        ]
+        # A foreach body's first step already got its input paths from the fan-out above.
+        args.append(Arg(Param.ITERATION, "0"))
+        if not isinstance(source, ir.FromCaller):
+            caller_ids = {p: expr.task_output(task_name(p), Param.TASK_ID) for p in _looping_parents(step, wf)}
+            args.append(Arg(Param.INPUT_PATHS, static_paths(source, scope_ctx, caller_ids)))
     else:
         # A loop that may have been skipped (a switch merge) has no output to read.
         read = expr.output_if_succeeded if isinstance(source, ir.FromBranches) else expr.task_output

@@ -313,3 +313,83 @@ def test_recursive_switch_inside_a_foreach_body(s3_server, tmp_path_factory):
     got = _run(s3_server, tmp_path_factory, LOOP_IN_FOREACH, "LoopInForeach", ["join.seen"])
     assert got["ok"] is True and got["join.seen"] == [[1, 2], [2, 2]]
     assert got["ids"]["loop"] == ["loop-0-r0", "loop-0-r1", "loop-1-r0", "loop-1-r1"]
+
+
+LOOP_OPENS_FOREACH_BODY = """from metaflow import FlowSpec, current, step
+class LoopOpensForeach(FlowSpec):
+    @step
+    def start(self):
+        self.xs = ["p", "q", "r"]
+        self.next(self.loop, foreach="xs")
+    @step
+    def loop(self):
+        self.n = getattr(self, "n", 0) + 1
+        self.got = self.input
+        self.tid = current.task_id
+        self.c = "again" if self.n < 2 else "done"
+        self.next({"again": self.loop, "done": self.after}, condition="c")
+    @step
+    def after(self):
+        self.seen = [self.got, self.n, self.input, self.index]
+        self.after_tid = current.task_id
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.seen = [i.seen for i in inputs]
+        self.from_tasks = [[i.tid, i.after_tid] for i in inputs]
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    LoopOpensForeach()
+"""
+
+LOOP_OPENS_SPLIT_BRANCH = """from metaflow import FlowSpec, current, step
+class LoopOpensBranch(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.loop, self.b)
+    @step
+    def loop(self):
+        self.n = getattr(self, "n", 0) + 1
+        self.c = "again" if self.n < 3 else "done"
+        self.tid = current.task_id
+        self.next({"again": self.loop, "done": self.after}, condition="c")
+    @step
+    def after(self):
+        self.next(self.join)
+    @step
+    def b(self):
+        self.n = -1
+        self.tid = current.task_id
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.seen = sorted(i.n for i in inputs)
+        self.from_tasks = sorted(i.tid for i in inputs)
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    LoopOpensBranch()
+"""
+
+
+def test_recursive_switch_opening_a_foreach_body(s3_server, tmp_path_factory):
+    """Every iteration is the same foreach child; the join gets each child's last iteration."""
+    got = _run(s3_server, tmp_path_factory, LOOP_OPENS_FOREACH_BODY, "LoopOpensForeach",
+               ["join.seen", "join.from_tasks"])
+    assert got["ok"] is True
+    assert got["join.seen"] == [["p", 2, "p", 0], ["q", 2, "q", 1], ["r", 2, "r", 2]]
+    assert got["ids"]["loop"] == ["loop-%d-r%d" % (i, r) for i in range(3) for r in range(2)]
+    assert got["join.from_tasks"] == [["loop-%d-r1" % i, "after-%d" % i] for i in range(3)]
+
+
+def test_recursive_switch_opening_a_split_branch(s3_server, tmp_path_factory):
+    got = _run(s3_server, tmp_path_factory, LOOP_OPENS_SPLIT_BRANCH, "LoopOpensBranch",
+               ["join.seen", "join.from_tasks"])
+    assert got["ok"] is True and got["join.seen"] == [-1, 3]
+    assert got["ids"]["loop"] == ["loop-r0", "loop-r1", "loop-r2"]
+    assert got["join.from_tasks"] == ["b", "loop-r2"]

@@ -70,11 +70,6 @@ class Gen:
             body = ("self.n = getattr(self, 'n', 0) + 1\nself.c = 'again' if self.n < 2 else 'done'\n"
                     "self.next({'again': self.%s, 'done': self.%s}, condition='c')" % (me, out))
             self.add(me, body)
-            # A plain step first: a recursive step that opens a foreach body or a split branch
-            # is an internal error today (reported; wiring.static_paths gets FromCaller).
-            entry = self.name()
-            self.add(entry, "self.next(self.%s)" % me)
-            return entry
         elif kind == "switch":
             merge, a, b = self.name(), self.name(), self.name()
             self.add(merge, "self.next(self.%s)" % after)
@@ -132,27 +127,35 @@ def compiled(tmp_path_factory):
         linter.run_checks(flow._graph)  # a generator bug if Metaflow refuses the graph
         texts = [pipeline.as_yaml(pipeline.documents(pipeline.compile_ir(flow, flow._graph, options, ())))
                  for _ in range(2)]
-        out[seed] = (source, texts, tmp / ("gen_%d.yaml" % seed))
+        out[seed] = (source, texts, tmp / ("gen_%d.yaml" % seed), _loops_opening_a_body(flow._graph))
         out[seed][2].write_text(texts[0])
     return out
 
 
+def _loops_opening_a_body(graph) -> set[str]:
+    """Kinds of split ("foreach", "split") whose first body step is a recursive switch."""
+    return {graph[p].type for node in graph if node.type == "split-switch" and node.name in node.out_funcs
+            for p in node.in_funcs if p != node.name and graph[p].type in ("foreach", "split")}
+
+
 def test_generator_covers_every_shape(compiled):
-    sources = "".join(source for source, _, _ in compiled.values())
+    sources = "".join(source for source, *_ in compiled.values())
     for marker in ("foreach=", "num_parallel=", "condition=", "inputs", "@retry", "@kubernetes", "@catch"):
         assert marker in sources, marker
-    nested = [s for s, _, _ in compiled.values() if s.count("foreach=") >= 2]
+    nested = [s for s, *_ in compiled.values() if s.count("foreach=") >= 2]
     assert nested, "no flow with two foreach levels"
+    opened = set().union(*(opens for *_, opens in compiled.values()))
+    assert opened == {"foreach", "split"}, "no recursive switch opening a foreach body and a split branch"
 
 
 def test_compiles_are_deterministic(compiled):
-    for seed, (source, texts, _) in compiled.items():
+    for seed, (source, texts, *_) in compiled.items():
         assert texts[0] == texts[1], "seed %d compiled to different bytes" % seed
 
 
 @pytest.mark.skipif(not SHARED_AVAILABLE, reason="shared schema checker not present")
 def test_shared_schema_checker_accepts_every_flow(compiled):
-    proc = run_shared_validator([path for _, _, path in compiled.values()])
+    proc = run_shared_validator([path for _, _, path, _ in compiled.values()])
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 

@@ -92,15 +92,6 @@ def test_refused_with_metaflows_message(tmp_path, source, words):
     assert message == _metaflow_says(path)
 
 
-LOOP_FIRST_IN_FOREACH = _flow(
-    "    @step\n    def start(self):\n        self.xs = [1, 2]\n        self.next(self.loop, foreach='xs')\n"
-    "    @step\n    def loop(self):\n        self.s = 'done'\n"
-    "        self.next({'again': self.loop, 'done': self.after}, condition='s')\n"
-    "    @step\n    def after(self):\n        self.next(self.join)\n"
-    "    @step\n    def join(self, inputs):\n        self.next(self.end)\n"
-    "    @step\n    def end(self):\n        pass\n"
-)
-
 LOOP_AFTER_A_MERGE = _flow(
     "    @step\n    def start(self):\n        self.w = 'a'\n        self.next({'a': self.a, 'b': self.b}, condition='w')\n"
     "    @step\n    def a(self):\n        self.next(self.loop)\n"
@@ -112,9 +103,8 @@ LOOP_AFTER_A_MERGE = _flow(
 
 
 @pytest.mark.parametrize("source, words", [
-    (LOOP_FIRST_IN_FOREACH, "cannot be the first step of a foreach body"),
     (LOOP_AFTER_A_MERGE, "needs exactly one parent (it has a, b)"),
-], ids=["loop-first-in-foreach", "loop-after-merge"])
+], ids=["loop-after-merge"])
 def test_mfargos_own_limits_are_one_line_naming_the_step(tmp_path, source, words):
     """Graphs Metaflow accepts but mfargo cannot compile correctly (yet)."""
     path = write_flow(tmp_path, source)
