@@ -51,6 +51,27 @@ def _parse_params(values: list[str]) -> dict[str, str]:
     return out
 
 
+def include_file_paths_absolute(doc: dict, params: dict[str, str]) -> dict[str, str]:
+    """``-p data=./file.csv`` for an IncludeFile parameter (its default is Metaflow's
+    uploader descriptor): the run's init pod uploads the file but runs in another
+    directory, so a relative path that exists here is passed absolute."""
+    defaults = {p.get("name"): p.get("value") for p in
+                ((doc.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
+    out = dict(params)
+    for name, value in params.items():
+        if _is_include_file_descriptor(defaults.get(name)) and value and not os.path.isabs(value) \
+                and os.path.isfile(value):
+            out[name] = os.path.abspath(value)
+    return out
+
+
+def _is_include_file_descriptor(value) -> bool:
+    try:
+        return isinstance(value, str) and json.loads(value).get("type", "").startswith("uploader")
+    except (ValueError, AttributeError):
+        return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mfargo run", description="Run an Argo Workflow/WorkflowTemplate "
                                 "(with JobSet resource steps) locally, pods as processes.")
@@ -134,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         return 2
+    try:
+        params = include_file_paths_absolute(load_document(text), params)
+    except (WorkflowError, yaml.YAMLError):
+        pass  # the run below reports an unreadable workflow
     embedded = args.s3 or (not args.no_s3 and _uses_s3(text) and not _endpoint_configured(env, text))
     local_md = work_dir / "metaflow-local"
     force_env: dict[str, str | None] = {}

@@ -157,3 +157,20 @@ spec:
     out = capsys.readouterr().out
     assert "| http://127.0.0.1:1 s3://my-bucket/metaflow" in out
     assert calls == [("start", False), ("bucket", "extra"), ("bucket", "my-bucket"), ("stop",)]
+
+
+def test_a_relative_include_file_path_is_passed_absolute(tmp_path, monkeypatch):
+    """The init pod uploads a -p IncludeFile path from another directory: pass it absolute."""
+    import json as _json
+
+    from mfargo.runner.cli import include_file_paths_absolute
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.csv").write_text("a,b\n")
+    descriptor = _json.dumps({"type": "uploader-v2", "url": "s3://b/x", "is_text": True, "encoding": "utf-8"})
+    doc = {"spec": {"arguments": {"parameters": [{"name": "data", "value": descriptor},
+                                                 {"name": "plain", "value": "x"}]}}}
+    given = {"data": "data.csv", "plain": "data.csv"}
+    out = include_file_paths_absolute(doc, given)
+    assert out == {"data": str(tmp_path / "data.csv"), "plain": "data.csv"}
+    assert include_file_paths_absolute(doc, {"data": "missing.csv"}) == {"data": "missing.csv"}
