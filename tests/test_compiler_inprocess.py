@@ -223,3 +223,27 @@ def test_a_bad_control_size_is_one_line_naming_the_step(tmp_path, control, messa
         compile_gang(tmp_path, control)
     text = str(err.value)
     assert message in text and "train" in text and "\n" not in text
+
+
+# --- templates/expr: the only place Argo tags are spelled -----------------------------
+
+
+def test_argo_tags_are_spelled_as_argo_reads_them():
+    from mfargo.templates import expr
+
+    assert expr.input_param("worker-count") == "{{inputs.parameters.worker-count}}"
+    assert expr.task_output("a", "task-id") == "{{tasks.a.outputs.parameters.task-id}}"
+    assert expr.workflow_field(ir.WorkflowField.NAME) == "{{workflow.name}}"
+    assert expr.workflow_field(ir.WorkflowField.NAMESPACE) == "{{workflow.namespace}}"
+    assert expr.parameter_base64("alpha") == "{{=toBase64(workflow.parameters['alpha'])}}"
+    assert expr.RUN_ID == "argo-{{workflow.name}}"
+
+
+def test_depends_expressions_name_outcomes():
+    from mfargo.templates import expr
+
+    assert expr.all_succeeded(["a", "b"]) == "a.Succeeded && b.Succeeded"
+    assert expr.any_branch(["a"]) == "a.Succeeded"
+    assert expr.any_branch(["a", "b"]) == (
+        "(a.Succeeded || a.Skipped || a.Omitted) && (b.Succeeded || b.Skipped || b.Omitted)"
+        " && (a.Succeeded || b.Succeeded)")
