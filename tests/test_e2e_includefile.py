@@ -3,7 +3,7 @@
 The YAML's default is Metaflow's descriptor of the uploaded file (content-addressed);
 `--only-yaml` computes it offline and uploads nothing, `--output-file` uploads it; a new
 local file passed with `-p` is uploaded the way Metaflow's `init` does. Tutorials
-01-playlist and 02-statistics (IncludeFile) run through the runner; 00-05 compile offline.
+00, 01, 02 (IncludeFile), 05 and 03 after 02 run through the runner; 00-05 compile offline.
 """
 from __future__ import annotations
 
@@ -157,6 +157,31 @@ def test_tutorial_runs(s3_server, tmp_path, tutorial, reads):
     assert got["ok"] is True
     for r in reads:
         assert got[r] not in ("", "None", "[]", "{}")
+
+
+def test_tutorial_03_reads_the_latest_run_of_02(s3_server, tmp_path):
+    """03-playlist-redux's start step asks Metaflow's client for MovieStatsFlow's latest
+    successful run. Both flows share one datastore root (so one local metadata store, as on
+    a cluster) and both runs are tagged `user:argo-workflows`, the user every pod runs as, so
+    the default namespace inside 03's pods holds 02's run."""
+    env = mf_env_for(s3_server, tmp_path)
+    runs = {}
+    root = None
+    for tutorial in ("02-statistics", "03-playlist-redux"):
+        shutil.copytree(TUTORIALS / tutorial, tmp_path / "code", dirs_exist_ok=True)
+        flow = FLOWS[tutorial]
+        compiled = compile_flow(tmp_path, env, (tmp_path / "code" / flow).read_text(), code_in_image=False,
+                                name=flow, root=root)
+        root = compiled.root
+        result, rec = compiled.run(timeout=300)
+        assert result.status == "Succeeded", tail(result, rec)
+        runs[tutorial] = result.run_id
+    script = ("run = Run(sys.argv[1])\nend = run['end'].task.data\n"
+              "print(json.dumps({'ok': run.successful, 'playlist': list(end.playlist), 'bonus': list(end.bonus),\n"
+              "                  'stats_run': run['start'].task.stdout}))\n")
+    got = compiled.client(script, "PlayListFlow/" + runs["03-playlist-redux"])
+    assert got["ok"] is True and got["playlist"] and got["bonus"]
+    assert "MovieStatsFlow/%s" % runs["02-statistics"] in got["stats_run"]
 
 
 def test_create_uploads_and_trigger_uploads_a_new_local_file(s3_server, tmp_path, kube):  # noqa: F811

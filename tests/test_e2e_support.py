@@ -69,12 +69,13 @@ def mf_env_for(s3_server, tmp_path: Path) -> dict:
 
 
 def compile_flow(tmp_path: Path, env: dict, source: str, *create_args: str, code_in_image: bool = True,
-                 name: str = "flow.py") -> Compiled:
-    """Write ``source`` to tmp_path/code/<name> and compile it; returns where things are."""
+                 name: str = "flow.py", root: str | None = None) -> Compiled:
+    """Write ``source`` to tmp_path/code/<name> and compile it; returns where things are.
+    ``root`` shares a datastore root (and so local metadata) with another compile."""
     code = tmp_path / "code"
     code.mkdir(exist_ok=True)
     (code / name).write_text(textwrap.dedent(source))
-    root = "s3://%s/%s" % (BUCKET, uuid.uuid4().hex[:12])
+    root = root or "s3://%s/%s" % (BUCKET, uuid.uuid4().hex[:12])
     out = tmp_path / (Path(name).stem + ".yaml")
     cmd = [sys.executable, name, "--datastore=s3", "--datastore-root=" + root, "argo-workflows", "create",
            *create_args]
