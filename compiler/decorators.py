@@ -169,15 +169,18 @@ def _control(step: str, deco, compute: ir.Compute) -> ir.Compute | None:
     if attrs.get("cpu") is not None:
         changes["cpu"] = _quantity(rules.positive_number(step, "jobset", "control.cpu", attrs["cpu"]))
     if attrs.get("memory") is not None:
-        changes["memory_mb"] = int(rules.positive_number(step, "jobset", "control.memory", attrs["memory"]))
+        changes["memory_mb"] = int(rules.memory_mb(step, "jobset", "control.memory", attrs["memory"]))
     if attrs.get("gpu") is not None:
         changes["gpu"] = int(rules.positive_number(step, "jobset", "control.gpu", attrs["gpu"], allow_zero=True))
     if attrs.get("disk") is not None:
         changes["disk_mb"] = int(rules.positive_number(step, "jobset", "control.disk", attrs["disk"]))
-    if attrs.get("image"):
-        changes["image"] = str(attrs["image"])
+    if attrs.get("image") is not None:
+        rules.image(step, "jobset", attrs["image"])
+        changes["image"] = attrs["image"]
     if attrs.get("node_selector") is not None:
-        changes["node_selector"] = tuple(sorted(_as_dict(step, attrs["node_selector"]).items()))
+        node_selector = _as_dict(step, attrs["node_selector"])
+        rules.labels(step, "jobset", "control.node_selector", node_selector)
+        changes["node_selector"] = tuple(sorted(node_selector.items()))
     if attrs.get("tolerations") is not None:
         changes["tolerations"] = tuple(_toleration(step, t) for t in attrs["tolerations"])
     return replace(compute, **changes)

@@ -217,6 +217,9 @@ def test_the_control_pod_gets_its_own_size(tmp_path):
 @pytest.mark.parametrize("control,message", [
     ({"cpu": "abc"}, "control.cpu must be a number"),
     ({"memory": -1}, "control.memory"),
+    ({"memory": 1e30}, "more than 1 PiB"),
+    ({"image": " "}, "must be a non-empty image reference"),
+    ({"node_selector": {"bad key!": "x"}}, "bad key!"),
 ])
 def test_a_bad_control_size_is_one_line_naming_the_step(tmp_path, control, message):
     with pytest.raises(CompileError) as err:
