@@ -37,11 +37,15 @@ def argo_workflows(obj, name=None):
 
 def _check_graph(obj):
     """Metaflow's own graph checks (its linter, as core's group runs them): a flow
-    Metaflow refuses is refused here with Metaflow's message, in one line."""
+    Metaflow refuses is refused here with Metaflow's message, in one line. Its loop check
+    runs in linear time (graph_lint)."""
     from metaflow.lint import LintWarn
 
+    from .graph_lint import linear_loop_check
+
     try:
-        obj.check(obj.graph, obj.flow, obj.environment, pylint=obj.pylint)
+        with linear_loop_check():
+            obj.check(obj.graph, obj.flow, obj.environment, pylint=obj.pylint)
     except LintWarn as e:
         where = " (line %d)" % e.line_no if e.line_no else ""
         click.secho("mfargo: %s%s: %s" % (e.headline, where, " ".join(e.message.split())), fg="red", err=True)
