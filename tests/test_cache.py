@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,74 @@ def test_text_depends_on_the_ir_alone(package):
                 assert not any(n.split(".")[0] == "metaflow" for n in names), (path, names)
             if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
                 pytest.fail("%s:%d reads the environment" % (path, node.lineno))  # in-pod script text is fine
+
+
+PACKAGED_FLOW = FLOW.replace("from settings import CPU\n", "CPU = 1\n")
+
+
+def _compile_packaged(flow_dir: Path, cache_dir: Path, *args: str) -> str:
+    """--only-yaml with Metaflow's code package (no --code-in-image); the hit, if any, is
+    compared with a --no-cache compile."""
+    env = clean_env(MFARGO_CACHE_DIR=str(cache_dir))
+    cached = compile_file(flow_dir / "flow.py", *args, env=env).stdout
+    assert cached == compile_file(flow_dir / "flow.py", "--no-cache", *args, env=env).stdout
+    return cached
+
+
+def test_the_code_package_is_keyed_on_what_it_holds(tmp_path):
+    """With a code package, the key holds what the package would contain (names, bytes,
+    modes of its members), not the tarball: each change to a packaged file is a miss and
+    a new package sha; a file the packager leaves out is a hit."""
+    flow_dir, cache_dir = tmp_path / "flow", tmp_path / "cache"
+    flow_dir.mkdir()
+    write_flow(flow_dir, PACKAGED_FLOW)
+    helper = flow_dir / "helper.py"  # packaged (Metaflow packs the flow directory's .py files)
+    helper.write_text("A = 1\n")
+
+    def entries() -> int:
+        return len(list(cache_dir.glob("*.out")))
+
+    def sha(text: str) -> str:
+        [value] = set(re.findall(r"METAFLOW_CODE_SHA, value: (\w+)", text))
+        return value
+
+    shas = {sha(_compile_packaged(flow_dir, cache_dir))}
+    assert entries() == 1
+    assert sha(_compile_packaged(flow_dir, cache_dir)) in shas and entries() == 1  # unchanged: a hit
+    (flow_dir / "notes.txt").write_text("not packaged\n")  # outside Metaflow's suffix filter
+    assert sha(_compile_packaged(flow_dir, cache_dir)) in shas and entries() == 1
+    changes = [
+        ("a packaged file's bytes, same size", lambda: helper.write_text("A = 2\n")),
+        ("a packaged file's mode", lambda: helper.chmod(0o755)),
+        ("a new packaged file", lambda: (flow_dir / "other.py").write_text("")),
+        ("a packaged file in a subdirectory", lambda: (flow_dir / "pkg").mkdir() or (flow_dir / "pkg" / "m.py").write_text("")),
+    ]
+    for what, change in changes:
+        change()
+        out = _compile_packaged(flow_dir, cache_dir)
+        assert entries() == len(shas) + 1, "no miss after changing %s" % what
+        assert sha(out) not in shas, "%s did not change the package" % what
+        shas.add(sha(out))
+
+
+def test_a_warm_check_with_a_code_package_makes_no_tarball(tmp_path, monkeypatch):
+    """`--check` with the cache warm reads the package's members but compresses nothing."""
+    flow_dir, cache_dir = tmp_path / "flow", tmp_path / "cache"
+    flow_dir.mkdir()
+    write_flow(flow_dir, PACKAGED_FLOW)
+    (flow_dir / "flow.yaml").write_text(_compile_packaged(flow_dir, cache_dir))
+    # A Python started with this directory on its path imports sitecustomize first: it
+    # makes Metaflow's tar backend fail, so only a run that makes no tarball succeeds.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "from metaflow.packaging_sys.tar_backend import TarPackagingBackend\n"
+        "def _refuse(self):\n    raise SystemExit('a tarball was made')\n"
+        "TarPackagingBackend.create = _refuse\n")
+    env = clean_env(MFARGO_CACHE_DIR=str(cache_dir), PYTHONPATH=str(hook))
+    proc = compile_file(flow_dir / "flow.py", "--output-file", "flow.yaml", "--check", env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "is up to date" in proc.stderr
+    stale = compile_file(flow_dir / "flow.py", "--output-file", "flow.yaml", "--check", "--no-cache", env=env,
+                         check=False)
+    assert stale.returncode == 1 and "a tarball was made" in stale.stderr  # the hook works

@@ -166,16 +166,25 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             notify_slack_webhook_url_secret, notify_pager_duty_integration_key_secret, notify_image,
             (notify_incident_io_api_key_secret, incident_io_alert_source_config_id, incident_io_metadata),
         )
+        # Text only (no deploying, no token stamped, no Deployer file): the cache may answer.
+        cacheable = not (no_cache or deploying or deployment or deployer_attribute_file)
+        form, flow_file = "json" if only_json else "yaml", inspect.getfile(type(obj.flow))
+        key = text = None
         if not code_in_image:
             # Only a flow that compiles is packaged (and, unless --only-yaml or --check, uploaded).
             upload = (deploying or bool(output_file)) and not only_yaml and not check
-            workflow = with_code_package(workflow, inputs.code_package(obj, upload=upload))
+            package = inputs.code_package(obj)
+            if cacheable and not upload:  # keyed on what the package holds: a hit makes no tarball
+                key = cache.key(with_code_package(workflow, inputs.code_source(obj, package, fingerprint=True)),
+                                form, flow_file)
+                text = cache.get(key) if key else None
+            if text is None:
+                workflow = with_code_package(workflow, inputs.code_source(obj, package, upload=upload))
         if included and (deploying or output_file) and not only_yaml and not check:
             include_file.upload(obj, included)
-        # Text only (no deploying, no token stamped, no Deployer file): the cache may answer.
-        cacheable = not (no_cache or deploying or deployment or deployer_attribute_file)
-        key = cache.key(workflow, "json" if only_json else "yaml", inspect.getfile(type(obj.flow))) if cacheable else None
-        text = cache.get(key) if key else None
+        if cacheable and key is None:
+            key = cache.key(workflow, form, flow_file)
+            text = cache.get(key) if key else None
         if text is None:
             docs = pipeline.documents(workflow)
             if deployment:

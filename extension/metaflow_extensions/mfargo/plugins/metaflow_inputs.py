@@ -176,24 +176,34 @@ def _default_image() -> str:
     return _kubernetes_defaults()["image"]
 
 
-def code_package(obj, upload: bool):
-    """Metaflow's content-addressed code package: its URL is known before any upload."""
-    from hashlib import sha1
-
-    from metaflow.package import MetaflowPackage
-
+def code_package(obj):
+    """Metaflow's code package for this flow, its members chosen but not yet compressed."""
     from mfargo.compiler import CompileError
-    from mfargo.compiler.ir import CodeSource
+
+    from . import code_package as packaging
 
     if obj.flow_datastore.TYPE == "local":
         raise CompileError(
             "pods cannot download a code package from a local datastore: use --code-in-image DIR, "
             "or a remote datastore (--datastore=s3)"
         )
-    package = MetaflowPackage(obj.flow, obj.environment, obj.echo, suffixes=obj.package_suffixes)
-    blob = package.blob
-    blob = blob.getvalue() if hasattr(blob, "getvalue") else blob
-    sha = sha1(blob).hexdigest()
+    return packaging.record(obj.flow, obj.environment, obj.echo, obj.package_suffixes)
+
+
+def code_source(obj, package, upload: bool = False, fingerprint: bool = False):
+    """Where pods fetch the package: its content-addressed URL is known before any upload.
+
+    ``fingerprint``: the package's fingerprint stands in for its sha, for a cache key only
+    (equal fingerprints make equal tarballs); the tarball is neither made nor uploaded."""
+    from hashlib import sha1
+
+    from mfargo.compiler.ir import CodeSource
+
+    if fingerprint:
+        blob, sha = None, "fingerprint-" + package.fingerprint()
+    else:
+        blob = package.blob()
+        sha = sha1(blob).hexdigest()
     store = obj.flow_datastore.ca_store
     url = store._storage_impl.full_uri(store._storage_impl.path_join(store._prefix, sha[:2], sha))
     if upload:
@@ -204,8 +214,8 @@ def code_package(obj, upload: bool):
         package_url=url,
         package_sha=sha,
         package_datastore=obj.flow_datastore.TYPE,
-        package_metadata=package.package_metadata,
-        package_commands=_fetch_commands(obj.environment, url, obj.flow_datastore.TYPE, package.package_metadata),
+        package_metadata=package.metadata,
+        package_commands=_fetch_commands(obj.environment, url, obj.flow_datastore.TYPE, package.metadata),
     )
 
 

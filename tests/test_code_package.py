@@ -1,0 +1,65 @@
+"""plugins/code_package.py: Metaflow's packager run with a recorder instead of its tar
+writer; the tarball replayed from the record is Metaflow's own, byte for byte, and an
+offline compile with a package imports no kubernetes client."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+
+from flowtools import clean_env, load_flow, write_flow
+
+FLOW = """
+from metaflow import FlowSpec, kubernetes, step
+
+
+class PackagedFlow(FlowSpec):
+    @kubernetes(cpu=1)
+    @step
+    def start(self):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    PackagedFlow()
+"""
+
+
+def test_the_replayed_tarball_is_metaflows_own(tmp_path, monkeypatch):
+    from metaflow.metaflow_environment import MetaflowEnvironment
+    from metaflow.package import MetaflowPackage
+
+    from metaflow_extensions.mfargo.plugins import code_package
+
+    path = write_flow(tmp_path, FLOW)
+    (tmp_path / "helper.py").write_text("A = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "data.py").write_text("B = 2\n")
+    monkeypatch.setattr(sys, "argv", [str(path)])  # Metaflow packs the directory of argv[0]
+    flow = load_flow(path)
+    environment = MetaflowEnvironment(flow)
+    quiet = lambda *args, **kwargs: None  # noqa: E731
+    metaflows = bytes(MetaflowPackage(flow, environment, quiet).blob)
+    recorded = code_package.record(flow, environment, quiet, None)
+    assert hashlib.sha1(recorded.blob()).hexdigest() == hashlib.sha1(metaflows).hexdigest()
+    names = {arcname for _, arcname in recorded.members}
+    assert {"flow.py", "helper.py", "sub/data.py"} <= names
+    assert recorded.metadata == MetaflowPackage(flow, environment, quiet).package_metadata
+    assert recorded.fingerprint() == code_package.record(flow, environment, quiet, None).fingerprint()
+
+
+def test_packaging_a_kubernetes_step_imports_no_kubernetes_client(tmp_path):
+    """Metaflow's @kubernetes imports the client in package_init only to see it is there."""
+    path = write_flow(tmp_path, FLOW)
+    cmd = [sys.executable, "-X", "importtime", path.name, "--datastore=s3", "--datastore-root=s3://b/mf",
+           "argo-workflows", "create", "--only-yaml", "--no-cache"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "METAFLOW_CODE_SHA" in proc.stdout  # it did package
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "kubernetes" not in modules
