@@ -97,7 +97,7 @@ class StepCall:
     num_parallel: str | None = None
 
 
-def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Line]:
+def code_lines(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Line]:
     """Stop on errors; get the code (cd into the image's copy, or Metaflow's package)."""
     lines: list[Line] = [(Raw("set -eo pipefail"),)]
     if code_dir:
@@ -105,8 +105,12 @@ def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Li
     else:
         # Download and unpack Metaflow's code package (commands built from Metaflow's parts).
         lines += [(Raw(cmd),) for cmd in package_commands]
-    lines.append((Raw("%s=$(mktemp)" % PATHS_FILE),))
     return lines
+
+
+def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Line]:
+    """A step's start: the code, then a file for its input paths."""
+    return code_lines(code_dir, package_commands) + [(Raw("%s=$(mktemp)" % PATHS_FILE),)]
 
 
 def unset_if_empty(names: list[str]) -> list[Line]:
@@ -275,5 +279,6 @@ def _spaced(line: Line) -> tuple:
     return tuple(out[:-1])
 
 
-# Control is split 0 (MF_CONTROL_INDEX=0), worker i is split i+1: Metaflow's contract.
+# Control is split 0 (MF_CONTROL_INDEX=0), worker i is split i+1: Metaflow's contract
+# (pod_contract.gang_rank says the same in Python).
 GANG_SPLIT_INDEX = Raw('"${%s:-$((%s + 1))}"' % (Env.CONTROL_INDEX, Env.WORKER_REPLICA_INDEX))

@@ -86,7 +86,7 @@ class JobSetKey:
     KIND: Final = "JobSet"
     # Every rank's container: `argo logs WORKFLOW` lists pods by the workflow label and
     # prints the container named "main" unless told otherwise, so all ranks show.
-    CONTAINER: Final = "main"
+    CONTAINER: Final = contract.GANG_CONTAINER
     CONTROL_JOB: Final = contract.CONTROL_ROLE
     WORKER_JOB: Final = contract.WORKER_ROLE
 

@@ -84,6 +84,11 @@ def recursion_template_name(step: str) -> str:
     return "%s-loop" % template_name(step)
 
 
+def gang_report_template_name(step: str) -> str:
+    """The hook template that reports why a gang step failed."""
+    return "%s-failure-report" % template_name(step)
+
+
 def run_id(workflow_name_tag: str) -> str:
     return RUN_ID_PREFIX + workflow_name_tag
 

@@ -26,6 +26,7 @@ from . import events as ev
 from . import preflight
 from .interpreter import check_interpreter, with_interpreter_path
 from .jobset import JobSetController
+from .kube_api import KubeApiServer
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
 from .pod import PodRunner
 from .scheduler import Executor, Node
@@ -188,6 +189,9 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                          stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
                          node_capacity=node_capacity)
         jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
+        kube_api = KubeApiServer(jobsets)  # what KUBERNETES_SERVICE_HOST is in a cluster
+        await kube_api.start()
+        pods.base_env.update(kube_api.env)
         executor = Executor(doc, name=name, namespace=ns, uid=result.uid, created=result.started_at,
                             parameters=params, labels=labels, annotations=annotations, pods=pods,
                             jobsets=jobsets, on_event=on_event, backoff_scale=backoff_scale, validate=validate)
@@ -214,6 +218,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         finally:
             try:
                 await jobsets.shutdown()
+                await kube_api.close()
             finally:
                 pods.kill_all()
                 pods.close()

@@ -8,10 +8,8 @@ here.  Behaviour follows the JobSet docs/README in shared/schemas:
   ``<job>-<index>-<5 random>``, hostname ``<job>-<index>`` and subdomain
   ``network.subdomain`` (default: the JobSet name); all Jobs start at once (gang),
   except with ``startupPolicy: InOrder`` / ``dependsOn``;
-* pods carry the JobSet labels *and* annotations (jobset-name, replicatedjob-name,
-  replicatedjob-replicas, job-index, job-global-index, restart-attempt, job-key,
-  global-replicas, jobset-uid) plus ``batch.kubernetes.io/job-completion-index``
-  and ``JOB_COMPLETION_INDEX`` (Indexed Jobs), merged over the pod template's metadata;
+* pods carry the JobSet labels and annotations (``jobset_pod.py``); the Jobs and pods
+  of the current generation are kept as API objects (``kube_objects.py``);
 * a failed pod counts against the Job's ``backoffLimit`` (default 6); beyond it
   (or past the Job's ``activeDeadlineSeconds``) the Job fails;
 * JobSet ``successPolicy`` (operator All/Any, targetReplicatedJobs) -> terminalState
@@ -20,8 +18,7 @@ here.  Behaviour follows the JobSet docs/README in shared/schemas:
   restart-attempt + 1) or terminalState Failed;
 * when the JobSet finishes, still-running pods are killed.
 
-The live object (metadata + spec + status) is what Argo's success/failure
-conditions and jsonPath outputs read.
+The live object is what Argo's success/failure conditions and jsonPath outputs read.
 """
 from __future__ import annotations
 
@@ -32,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from . import events as ev
-from . import job_policy, jobset_pod, jobset_policy
+from . import job_policy, jobset_pod, jobset_policy, kube_objects
 from .jobset_checks import API_VERSION, GROUP, essential_problems, validate  # noqa: F401 - the API
 from .model import random_suffix
 from .pod import PodError, PodRunner, PodSpec
@@ -80,6 +77,7 @@ class JobSet:
         self.task: asyncio.Task | None = None
         self.pod_names: list[str] = []
         self.first_failure: jobset_policy.Failure | None = None  # set when the JobSet failed
+        self.objects = kube_objects.Generation()  # its Jobs and pods, as the API server shows them
 
     @property
     def name(self) -> str:
@@ -163,6 +161,7 @@ class JobSet:
     async def _attempt(self, restart: int):
         """Run one generation of all Jobs; None on success else (rjob, reason, message)."""
         spec = self.obj["spec"]
+        self.objects.reset()  # a restart deletes the previous generation's Jobs and pods
         rjobs = [_RJob(i, rj["name"], rj, int(rj.get("replicas", 1))) for i, rj in enumerate(spec["replicatedJobs"])]
         by_name = {r.name: r for r in rjobs}
         total = sum(r.replicas for r in rjobs)
@@ -216,6 +215,7 @@ class JobSet:
                     r, j = tasks[t]
                     r.active -= 1
                     exc = t.exception()
+                    self.objects.job_finished(f"{self.name}-{r.name}-{j}", exc)
                     if exc is None:
                         r.succeeded += 1
                         if r.succeeded == r.replicas:
@@ -241,6 +241,8 @@ class JobSet:
         deadline = job_spec.get("activeDeadlineSeconds")
         policy = job_spec.get("podFailurePolicy")
         job_name = f"{self.name}-{r.name}-{j}"
+        self.objects.job_started(job_name, self.obj["metadata"]["namespace"], jobset_pod.job_keys(
+            self.obj, self.controller.namespace, r.name, r.replicas, j, g, restart, total))
         sem = asyncio.Semaphore(max(parallelism, 1))
         failures = 0
         started = 0
@@ -299,6 +301,7 @@ class JobSet:
         pmeta = pod_tmpl.get("metadata") or {}
         pod = jobset_pod.build(self.obj, self.controller.namespace, r.name, r.replicas, j, g, idx, restart, total)
         self.pod_names.append(pod.name)
+        self.objects.pod_started(pod)
         self._emit(f"pod {pod.name} started (job {job_name}, restart-attempt {restart})")
         on_start()
         container = (pod.containers[0].get("name") or "") if pod.containers else ""
@@ -310,8 +313,8 @@ class JobSet:
         try:
             outcome = await self._run_pod_process(pod, container, fault)
         except PodError as e:  # the pod cannot even be created: it counts as a failed pod
-            self._emit(f"pod {pod.name} failed: {e}")
-            return job_policy.PodOutcome(pod.name, pod.namespace, container, "Failed", None, "Error", str(e))
+            outcome = job_policy.PodOutcome(pod.name, pod.namespace, container, "Failed", None, "Error", str(e))
+        self.objects.pod_finished(outcome)
         if outcome.phase == "Succeeded":
             self._emit(f"pod {pod.name} succeeded")
         else:

@@ -10,6 +10,25 @@ from .model import random_suffix
 from .pod import PodSpec
 
 
+def job_keys(obj: dict, default_namespace: str, rjob: str, replicas: int, j: int, g: int,
+             restart: int, total: int) -> dict[str, str]:
+    """The labels (and annotations) the JobSet controller puts on Job ``j`` of ``rjob`` and its pods."""
+    meta = obj["metadata"]
+    name = meta["name"]
+    ns = meta.get("namespace") or default_namespace
+    return {
+        "jobset.sigs.k8s.io/jobset-name": name,
+        "jobset.sigs.k8s.io/jobset-uid": meta.get("uid", ""),
+        "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+        "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+        "jobset.sigs.k8s.io/job-index": str(j),
+        "jobset.sigs.k8s.io/job-global-index": str(g),
+        "jobset.sigs.k8s.io/global-replicas": str(total),
+        "jobset.sigs.k8s.io/restart-attempt": str(restart),
+        "jobset.sigs.k8s.io/job-key": hashlib.sha256(f"{ns}/{name}-{rjob}-{j}".encode()).hexdigest(),
+    }
+
+
 def build(obj: dict, default_namespace: str, rjob: str, replicas: int, j: int, g: int, idx: int,
           restart: int, total: int) -> PodSpec:
     """Pod ``idx`` of Job ``j`` of replicated job ``rjob`` in gang generation ``restart``."""
@@ -24,18 +43,8 @@ def build(obj: dict, default_namespace: str, rjob: str, replicas: int, j: int, g
     network = spec.get("network") or {}
     dns = network.get("enableDNSHostnames", True) is not False
     subdomain = network.get("subdomain") or name
-    js_keys = {
-        "jobset.sigs.k8s.io/jobset-name": name,
-        "jobset.sigs.k8s.io/jobset-uid": meta.get("uid", ""),
-        "jobset.sigs.k8s.io/replicatedjob-name": rjob,
-        "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
-        "jobset.sigs.k8s.io/job-index": str(j),
-        "jobset.sigs.k8s.io/job-global-index": str(g),
-        "jobset.sigs.k8s.io/global-replicas": str(total),
-        "jobset.sigs.k8s.io/restart-attempt": str(restart),
-        "jobset.sigs.k8s.io/job-key": hashlib.sha256(f"{ns}/{job_name}".encode()).hexdigest(),
-        "batch.kubernetes.io/job-completion-index": str(idx),
-    }
+    js_keys = {**job_keys(obj, default_namespace, rjob, replicas, j, g, restart, total),
+               "batch.kubernetes.io/job-completion-index": str(idx)}
     coord = spec.get("coordinator")
     if coord:
         js_keys["jobset.sigs.k8s.io/coordinator"] = (

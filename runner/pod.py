@@ -44,7 +44,7 @@ from pathlib import Path
 
 from . import events as ev
 from . import mountns
-from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity
+from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, termination_message
 from .reaper import Reaper
 
 __all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR", "k8s_expand"]
@@ -364,9 +364,12 @@ class PodRunner(PodSetup):
             stdout = stdout[-RESULT_LIMIT:]
         if code == 0:
             return 0, "Completed", "", stdout
+        # Argo's node message: "<reason> (exit code N)", then ": <termination message>".
+        said = termination_message(p.get("message_file"))
+        said = f": {said}" if said else ""
         if code < 0:
-            return 128 - code, "Error", f"Error (exit code {128 - code}: killed by signal {-code})", stdout
-        return code, "Error", f"Error (exit code {code})", stdout
+            return 128 - code, "Error", f"Error (exit code {128 - code}: killed by signal {-code}){said}", stdout
+        return code, "Error", f"Error (exit code {code}){said}", stdout
 
     async def _terminate(self, proc, pgid: int, pod: PodSpec) -> None:
         """SIGTERM the group, give it the grace period, then SIGKILL."""

@@ -34,6 +34,21 @@ def mangle(mount_path: str) -> str:
     return mount_path.rstrip("/").replace("/", "_") or "_"
 
 
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"  # Kubernetes' default
+TERMINATION_MESSAGE_LIMIT = 4096  # bytes the kubelet keeps
+
+
+def termination_message(path: Path | None) -> str:
+    """The container's termination message ('' without one), as the kubelet reads it."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            return f.read(TERMINATION_MESSAGE_LIMIT).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
 def map_path(path: str, mounts: list[tuple[str, Path]]) -> Path | None:
     for cpath, hpath in mounts:
         cp = cpath.rstrip("/")
@@ -198,6 +213,8 @@ class PodSetup:
     def _prepare(self, pod: PodSpec, c: dict, mounts, pod_dir: Path, is_main: bool) -> dict:
         # With mount namespaces the container sees its paths as they are: nothing to rewrite.
         rewrite = (lambda text: text) if self.mount_namespaces else make_rewriter(mounts)
+        # The kubelet keeps the file at terminationMessagePath as the container's message.
+        message_file = map_path(str(c.get("terminationMessagePath") or TERMINATION_MESSAGE_PATH), mounts)
         cname = c.get("name") or "main"
         cenv: dict[str, str] = {}
         for src in c.get("envFrom") or []:
@@ -281,7 +298,7 @@ class PodSetup:
             # they stay host paths inside the pod.
             needed = [str(self.work_dir), str(self.code_dir or ""), *mountns.host_paths(self.base_env),
                       *env.get("PYTHONPATH", "").split(os.pathsep)]
-            return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": binds,
+            return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": binds, "message_file": message_file,
                     "kept": mountns.keep_visible(binds, needed),
                     "workdir": str(c["workingDir"]) if c.get("workingDir") else None}
         if c.get("workingDir"):
@@ -289,7 +306,8 @@ class PodSetup:
             if mapped != c["workingDir"]:
                 Path(mapped).mkdir(parents=True, exist_ok=True)
                 cwd = Path(mapped)
-        return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": None, "kept": None, "workdir": None}
+        return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": None, "kept": None, "workdir": None,
+                "message_file": message_file}
 
     def _warn_host_tmp(self, pod: PodSpec, texts: list[str]) -> None:
         """A /tmp/<x> the spec names that exists on this machine was probably meant to be shared."""

@@ -14,7 +14,7 @@ from .hera_models import models as m
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
 
-from . import expr, wiring
+from . import expr, gang_report, wiring
 
 ROOT_CTX = ""
 
@@ -90,6 +90,7 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
         depends=_depends(wf, step),
         when=when,
         arguments=_arguments(wiring.arguments(step, ctx, wf)),
+        hooks=gang_report.hooks(step) if step.gang else None,
     )
 
 

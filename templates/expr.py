@@ -39,6 +39,11 @@ def task_status(task: str) -> str:
     return "{{tasks.%s.status}}" % task
 
 
+def task_failed(task: str) -> str:
+    """A lifecycle hook's expression (expr): the task ended Failed, its retries used up."""
+    return "tasks['%s'].status == 'Failed'" % task
+
+
 def step_output(step: str, name: str) -> str:
     return "{{steps.%s.outputs.parameters.%s}}" % (step, name)
 

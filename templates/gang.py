@@ -35,6 +35,11 @@ def step_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
     return _from_splitter(gang, SPLITTER_OUTPUTS)
 
 
+def report_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
+    """(name, value) of what the DAG passes the failure report: E, to find the JobSets."""
+    return _from_splitter(gang, (Param.ENTROPY,))
+
+
 def join_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
     """(name, value) of what the DAG passes the join: N and E, straight from the splitter."""
     return _from_splitter(gang, JOIN_INPUTS)

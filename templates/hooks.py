@@ -87,8 +87,7 @@ def annotations(wf: ir.Workflow) -> dict[str, str]:
 
 def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
     # The code, as every step gets it (the input-paths file a step needs is not needed here).
-    lines = [line for line in sh.preamble(wf.code.image_dir, wf.code.package_commands)
-             if not sh.render([line]).startswith(sh.PATHS_FILE)]
+    lines = sh.code_lines(wf.code.image_dir, wf.code.package_commands)
     # Its output is kept as the logs of task `_hook_<fn>/1`, where core Metaflow puts them.
     lines += sh.task_log_setup(wf.datastore, "%s/_hook_%s/" % (run_pathspec(wf), h.function), sh.Lit("1"), None)
     hook = (sh.Raw("python -m"), sh.Lit(EXIT_HOOK_MODULE), sh.Lit(wf.script), sh.Lit(h.function),

@@ -2,7 +2,8 @@
 
 Exactly what a resource template creating a JobSet needs (shared/schemas/README.md):
 ``create``/``get`` on jobsets (create, poll the conditions) and the executor's
-``create``/``patch`` on workflowtaskresults (Argo >= 3.4). Nothing more.
+``create``/``patch`` on workflowtaskresults (Argo >= 3.4); and what the gang failure
+report reads: ``get`` on jobsets, ``list`` on jobs and pods. Nothing more.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from mfargo.compiler.constants import Label
 
 RULES = (
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get"]},
+    # The failure report (templates/gang_report.py) reads the failed gang's Jobs and pods.
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
     {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
 )
 

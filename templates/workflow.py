@@ -10,7 +10,7 @@ from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Api, Label
 from mfargo.compiler.errors import CompileError
 
-from . import common, dag, expr, hooks, jobset, recursion, sensor, step
+from . import common, dag, expr, gang_report, hooks, jobset, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -21,6 +21,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
     for s in wf.steps.values():
         if s.gang:
             templates.append(jobset.template(s, wf))
+            templates.append(gang_report.template(s, wf))
         else:
             templates.append(step.build(s, wf, default_resources))
         if s.recursive:

@@ -253,6 +253,8 @@ def test_gang_gets_exactly_the_jobset_rbac(tmp_path):
     assert role["metadata"]["name"] == name
     assert role["rules"] == [
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},  # the failure report
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
     ]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}

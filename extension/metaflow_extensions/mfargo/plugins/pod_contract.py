@@ -22,6 +22,7 @@ ENTROPY_FILE = "task-id-entropy"  # E, minted once per gang (per split) by the s
 # The gang's replicated jobs (JobSet) and the task-id roles (Metaflow's contract).
 CONTROL_ROLE = "control"
 WORKER_ROLE = "worker"
+GANG_CONTAINER = "main"  # every rank's container (`argo logs` prints "main" by default)
 ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
 
 
@@ -41,6 +42,16 @@ def worker_task_id(entropy, index):
 def gang_task_ids(entropy, num_parallel):
     """Every task id of a gang of ``num_parallel`` pods, control first."""
     return [control_task_id(entropy)] + [worker_task_id(entropy, i) for i in range(int(num_parallel) - 1)]
+
+
+def gang_rank(role, job_index):
+    """Metaflow's split index of a rank: control 0, worker i is i + 1 (the pods' --split-index)."""
+    return 0 if role == CONTROL_ROLE else int(job_index) + 1
+
+
+# Where the gang failure report writes the message Argo shows on its node (the container's
+# terminationMessagePath; under /tmp so the local runner finds it in the pod's own /tmp).
+TERMINATION_LOG = "/tmp/mfargo-termination-log"
 
 
 def entropy_of(control_id):

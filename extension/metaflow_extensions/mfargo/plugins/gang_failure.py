@@ -1,0 +1,119 @@
+"""Why a gang failed, read from the objects the Kubernetes controllers wrote.
+
+A failed JobSet only says *that* it failed (and, in its Failed condition, which Job
+failed first). The reason lives one level down: the Job's Failed condition
+(``DeadlineExceeded``, ``BackoffLimitExceeded``, ``PodFailurePolicy``) and, below it, the
+pod's status (``reason: Evicted``/``DeadlineExceeded``, a ``DisruptionTarget`` condition)
+and its container's ``terminated`` state (exit code, ``OOMKilled``/``Error``).
+``first_failure`` combines them into one ``GangFailure``. Pure functions over the API
+objects as JSON, so the same code reads a real cluster and the local runner.
+"""
+
+import json
+import re
+from dataclasses import asdict, dataclass
+
+from . import pod_contract
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOB_NAME = "batch.kubernetes.io/job-name"
+# The JobSet controller's Failed message ends with the first failed Job (messageWithFirstFailedJob).
+_FIRST_FAILED_JOB = re.compile(r"first failed job: ([a-z0-9.-]+)")
+
+
+@dataclass(frozen=True)
+class GangFailure:
+    """The first rank that failed and why, as stored in the task metadata (JSON)."""
+
+    jobset: str
+    rank: int  # Metaflow's split index: control 0, worker i is i + 1
+    role: str  # control | worker
+    job: str
+    pod: str  # "" when the pod was already gone
+    reason: str  # OOMKilled, Evicted, DeadlineExceeded, Error, ...
+    exit_code: "int | None"
+    jobset_reason: str  # the JobSet's Failed condition reason (ReachedMaxRestarts, ...)
+    restarts: int  # gang restarts inside the JobSet before it failed
+
+    def message(self, step):
+        code = "no exit code" if self.exit_code is None else "exit code %d" % self.exit_code
+        where = "pod %s" % self.pod if self.pod else "job %s" % self.job
+        return "gang step %s: rank %d (%s) failed first: %s, %s (%s; JobSet %s: %s after %d restart%s)" % (
+            step, self.rank, self.role, self.reason, code, where, self.jobset, self.jobset_reason,
+            self.restarts, "" if self.restarts == 1 else "s")
+
+    def to_json(self):
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def _condition(obj, kind):
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status", "True") == "True":
+            return cond
+    return None
+
+
+def _first_failed_job(jobset, jobs):
+    """The Job the JobSet controller names, else the earliest Failed one (then by rank)."""
+    failed = [j for j in jobs if _condition(j, "Failed")]
+    if not failed:
+        return None
+    named = _FIRST_FAILED_JOB.search((_condition(jobset, "Failed") or {}).get("message") or "")
+    for job in failed:
+        if named and job["metadata"]["name"] == named.group(1):
+            return job
+    return min(failed, key=lambda j: (_condition(j, "Failed").get("lastTransitionTime") or "", _rank(j)))
+
+
+def _rank(obj):
+    labels = obj["metadata"].get("labels") or {}
+    return pod_contract.gang_rank(labels.get(REPLICATED_JOB), labels.get(JOB_INDEX) or 0)
+
+
+def _failed_pod(job, pods):
+    name = job["metadata"]["name"]
+    mine = [p for p in pods if (p["metadata"].get("labels") or {}).get(JOB_NAME) == name
+            and (p.get("status") or {}).get("phase") == "Failed"]
+    return max(mine, key=lambda p: _terminated(p).get("finishedAt") or "", default=None)
+
+
+def _terminated(pod):
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == pod_contract.GANG_CONTAINER and (status.get("state") or {}).get("terminated"):
+            return status["state"]["terminated"]
+    return {}
+
+
+def _reason(job, pod):
+    """Most specific first: the pod's own reason, a disruption, the container's, the Job's."""
+    job_reason = _condition(job, "Failed").get("reason") or "Failed"
+    if pod is None:
+        return job_reason
+    status = pod.get("status") or {}
+    disruption = _condition(pod, "DisruptionTarget")
+    if status.get("reason"):
+        return status["reason"]
+    if disruption:
+        return "Evicted (%s)" % (disruption.get("reason") or "DisruptionTarget")
+    if job_reason == "DeadlineExceeded":
+        return job_reason
+    return _terminated(pod).get("reason") or job_reason
+
+
+def first_failure(jobset, jobs, pods):
+    """The GangFailure of a Failed JobSet, or None when no Job of it failed."""
+    job = _first_failed_job(jobset, jobs)
+    if job is None:
+        return None
+    pod = _failed_pod(job, pods)
+    labels = job["metadata"].get("labels") or {}
+    status = jobset.get("status") or {}
+    exit_code = _terminated(pod).get("exitCode") if pod else None
+    return GangFailure(
+        jobset=jobset["metadata"]["name"], rank=_rank(job), role=labels.get(REPLICATED_JOB) or "?", job=job["metadata"]["name"],
+        pod=pod["metadata"]["name"] if pod else "", reason=_reason(job, pod),
+        exit_code=int(exit_code) if exit_code is not None else None,
+        jobset_reason=(_condition(jobset, "Failed") or {}).get("reason") or "Failed",
+        restarts=int(status.get("restarts") or 0))

@@ -1,0 +1,132 @@
+"""``python -m ...gang_report FLOW RUN STEP CONTROL_TASK TERMINATION_LOG JOBSET...``
+
+The hook a gang step's DAG task runs when the step failed. It reads the step's newest
+JobSet (the names are this step's attempts, newest first), its Jobs and their pods from
+the Kubernetes API with the pod's service account (the workflow's Role grants get/list),
+works out which rank failed first and why (``gang_failure``), then:
+
+* records it as the ``gang-failure`` metadata of the control task's last attempt (the
+  gang's attempt in Metaflow's client and UI),
+* writes it to its termination log, which Argo shows as this node's message,
+* prints it and exits 1.
+
+The API is reached as every pod reaches it (KUBERNETES_SERVICE_HOST/PORT, the mounted
+token and CA). The local runner serves the same reads on a loopback address without a
+token; only then is plain HTTP used.
+"""
+
+import ipaddress
+import json
+import os
+import ssl
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from . import gang_attempt, gang_failure
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+METADATA_FIELD = "gang-failure"
+TIMEOUT_SECONDS = 10
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/%s/jobsets/%s"
+JOBS = "/apis/batch/v1/namespaces/%s/jobs"
+PODS = "/api/v1/namespaces/%s/pods"
+
+
+class KubeApi:
+    """GET-only client for the pod's own API server."""
+
+    def __init__(self):
+        host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if not host:
+            raise RuntimeError("KUBERNETES_SERVICE_HOST is not set: not running in a pod")
+        token_file = os.path.join(SERVICE_ACCOUNT_DIR, "token")
+        self.headers = {"Accept": "application/json"}
+        self.context = None
+        if os.path.exists(token_file):
+            with open(token_file) as f:
+                self.headers["Authorization"] = "Bearer " + f.read().strip()
+            self.context = ssl.create_default_context(cafile=os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt"))
+            scheme = "https"
+        elif ipaddress.ip_address(host).is_loopback:
+            scheme = "http"  # the local runner's read-only API
+        else:
+            raise RuntimeError("no service account token in %s" % SERVICE_ACCOUNT_DIR)
+        self.base = "%s://%s" % (scheme, host if ":" not in host else "[%s]" % host) + ":" + port
+
+    def get(self, path, **query):
+        url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        request = urllib.request.Request(url, headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=self.context) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise RuntimeError("GET %s: HTTP %d %s" % (path, e.code, e.reason)) from None
+
+
+def namespace():
+    path = os.path.join(SERVICE_ACCOUNT_DIR, "namespace")
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip()
+    return os.environ.get("METAFLOW_KUBERNETES_POD_NAMESPACE") or "default"
+
+
+def diagnose(api, ns, jobset_names):
+    """(jobset name, GangFailure or None, why not) for the newest JobSet that exists."""
+    for name in jobset_names:
+        jobset = api.get(JOBSETS % (ns, name))
+        if jobset is None:
+            continue
+        if (jobset.get("status") or {}).get("terminalState") != "Failed":
+            return name, None, "JobSet %s did not fail (terminalState %s)" % (
+                name, (jobset.get("status") or {}).get("terminalState"))
+        selector = "%s=%s" % (gang_failure.JOBSET_NAME, name)
+        jobs = (api.get(JOBS % ns, labelSelector=selector) or {}).get("items") or []
+        pods = (api.get(PODS % ns, labelSelector=selector) or {}).get("items") or []
+        failure = gang_failure.first_failure(jobset, jobs, pods)
+        return name, failure, "" if failure else "JobSet %s failed but none of its Jobs did" % name
+    return None, None, "none of the JobSets %s exists (the step failed before creating one)" % ", ".join(jobset_names)
+
+
+def record(flow, run, step, task, failure):
+    """The failure as metadata of the task's last started attempt."""
+    from metaflow.metadata_provider import MetaDatum
+    from metaflow.metaflow_config import DEFAULT_METADATA
+    from metaflow.metaflow_environment import MetaflowEnvironment
+    from metaflow.plugins import METADATA_PROVIDERS
+
+    attempt = max(gang_attempt.next_attempt(flow, run, step, task) - 1, 0)
+    flow_stub = type("Flow", (), {"name": flow})()
+    provider = next(p for p in METADATA_PROVIDERS if p.TYPE == DEFAULT_METADATA)
+    metadata = provider(MetaflowEnvironment(flow_stub), flow_stub, None, None)
+    metadata.register_metadata(run, step, task, [MetaDatum(
+        field=METADATA_FIELD, value=failure.to_json(), type=METADATA_FIELD,
+        tags=["attempt_id:%d" % attempt])])
+    return attempt
+
+
+def main(flow, run, step, task, termination_log, *jobset_names):
+    try:
+        name, failure, why_not = diagnose(KubeApi(), namespace(), jobset_names)
+        if failure is None:
+            message = "gang step %s failed; no rank failure to report: %s" % (step, why_not)
+        else:
+            message = failure.message(step)
+            attempt = record(flow, run, step, task, failure)
+            print("recorded as metadata %r of task %s/%s/%s/%s attempt %d" % (
+                METADATA_FIELD, flow, run, step, task, attempt))
+    except Exception as e:  # the report must say something, whatever broke
+        message = "gang step %s failed; reading why failed too: %s" % (step, e)
+    print(message)
+    with open(termination_log, "w") as f:
+        f.write(message[:4096])  # the kubelet keeps at most 4096 bytes
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

@@ -1,0 +1,176 @@
+"""Gang failure reasons in-process: the diagnosis over API objects (plugins/gang_failure.py),
+the runner's objects and loopback API (runner/kube_objects.py, kube_api.py), the hook and
+report template the compiler emits (templates/gang_report.py), and the termination message
+becoming the node message."""
+
+import json
+import shlex
+
+import pytest
+import yaml
+
+from flowtools import EXAMPLES, load_flow
+from test_compiler_inprocess import OPTIONS
+
+from metaflow_extensions.mfargo.plugins import gang_failure, pod_contract
+from mfargo import pipeline
+from mfargo.runner import job_policy, kube_api, kube_objects
+from mfargo.runner.testing import run_yaml
+
+JS = "js-abc"
+
+
+def job(rjob, index, reason=None, at="2026-12-03T10:00:00Z", message="m"):
+    labels = {gang_failure.JOBSET_NAME: JS, gang_failure.REPLICATED_JOB: rjob, gang_failure.JOB_INDEX: str(index)}
+    status = {"conditions": [{"type": "Failed", "status": "True", "reason": reason, "message": message,
+                              "lastTransitionTime": at}]} if reason else {}
+    return {"metadata": {"name": "%s-%s-%d" % (JS, rjob, index), "labels": labels}, "status": status}
+
+
+def pod(rjob, index, phase="Failed", exit_code=None, reason=None, pod_reason=None, conditions=()):
+    name = "%s-%s-%d" % (JS, rjob, index)
+    status = {"phase": phase, "conditions": list(conditions)}
+    if pod_reason:
+        status["reason"] = pod_reason
+    if exit_code is not None:
+        status["containerStatuses"] = [{"name": "main", "state": {"terminated": {
+            "exitCode": exit_code, "reason": reason, "finishedAt": "2026-12-03T10:00:00Z"}}}]
+    return {"metadata": {"name": name + "-0-xyz", "labels": {gang_failure.JOB_NAME: name}}, "status": status}
+
+
+def jobset(message="jobset failed due to reaching max number of restarts", restarts=0):
+    return {"metadata": {"name": JS}, "status": {"terminalState": "Failed", "restarts": restarts, "conditions": [
+        {"type": "Failed", "status": "True", "reason": "ReachedMaxRestarts", "message": message}]}}
+
+
+def test_oom_killed_worker_is_rank_index_plus_one():
+    failure = gang_failure.first_failure(
+        jobset(restarts=2), [job("control", 0), job("worker", 1, "BackoffLimitExceeded")],
+        [pod("control", 0, "Running"), pod("worker", 1, exit_code=137, reason="OOMKilled")])
+    assert (failure.rank, failure.role, failure.reason, failure.exit_code, failure.restarts) == (2, "worker", "OOMKilled", 137, 2)
+    assert failure.message("train") == ("gang step train: rank 2 (worker) failed first: OOMKilled, exit code 137 "
+                                        "(pod js-abc-worker-1-0-xyz; JobSet js-abc: ReachedMaxRestarts after 2 restarts)")
+    assert json.loads(failure.to_json())["job"] == "js-abc-worker-1"
+
+
+@pytest.mark.parametrize("the_pod,job_reason,reason,exit_code", [
+    (pod("control", 0, pod_reason="Evicted"), "BackoffLimitExceeded", "Evicted", None),
+    (pod("control", 0, exit_code=137, reason="Error", conditions=[
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]),
+     "BackoffLimitExceeded", "Evicted (PreemptionByScheduler)", 137),
+    (pod("control", 0, "Running"), "DeadlineExceeded", "DeadlineExceeded", None),  # the Job's deadline
+    (pod("control", 0, exit_code=143, reason="Error"), "DeadlineExceeded", "DeadlineExceeded", 143),
+    (pod("control", 0, exit_code=1, reason="Error"), "PodFailurePolicy", "Error", 1),
+])
+def test_the_most_specific_reason_wins(the_pod, job_reason, reason, exit_code):
+    failure = gang_failure.first_failure(jobset(), [job("control", 0, job_reason)], [the_pod])
+    assert (failure.rank, failure.role, failure.reason, failure.exit_code) == (0, "control", reason, exit_code)
+
+
+def test_a_pod_already_gone_still_names_the_job_and_its_reason():
+    failure = gang_failure.first_failure(jobset(), [job("worker", 0, "BackoffLimitExceeded")], [])
+    assert (failure.rank, failure.pod, failure.reason, failure.exit_code) == (1, "", "BackoffLimitExceeded", None)
+    assert "(job js-abc-worker-0;" in failure.message("s")
+
+
+def test_first_failed_job_is_the_one_the_jobset_names_else_the_earliest():
+    jobs = [job("worker", 0, "PodFailurePolicy", at="2026-12-03T10:00:05Z"),
+            job("worker", 3, "PodFailurePolicy", at="2026-12-03T10:00:01Z")]
+    assert gang_failure.first_failure(jobset(), jobs, []).rank == 4  # earliest
+    named = jobset("applying FailJobSet failure policy action (first failed job: js-abc-worker-0)")
+    assert gang_failure.first_failure(named, jobs, []).rank == 1  # the controller's choice
+    assert gang_failure.first_failure(jobset(), [job("worker", 0)], []) is None  # none failed
+
+
+def test_rank_formula_matches_the_pods_split_index():
+    assert [pod_contract.gang_rank("control", 0)] + [pod_contract.gang_rank("worker", i) for i in range(3)] == [0, 1, 2, 3]
+
+
+class _Controller:
+    """What kube_api reads of a JobSetController: ``get`` and ``jobsets``."""
+
+    def __init__(self, objects):
+        self.js = type("JS", (), {"objects": objects, "snapshot": lambda self: {"metadata": {"name": JS}}})()
+        self.jobsets = {("default", JS): self.js}
+
+    def get(self, name, namespace):
+        return self.js if (namespace, name) == ("default", JS) else None
+
+
+def test_runner_api_serves_the_current_generation_by_label():
+    gen = kube_objects.Generation()
+    keys = {gang_failure.JOBSET_NAME: JS, gang_failure.REPLICATED_JOB: "worker", gang_failure.JOB_INDEX: "0"}
+    gen.job_started(JS + "-worker-0", "default", keys)
+    gen.job_finished(JS + "-worker-0", job_policy.PodOutcome("p", "default", "main", "Failed", 137, "OOMKilled", "x"))
+    spec = type("Pod", (), {"name": "p", "namespace": "default", "uid": "u", "labels": keys, "annotations": {}})()
+    gen.pod_started(spec)
+    gen.pod_finished(job_policy.PodOutcome("p", "default", "main", "Failed", 137, "OOMKilled", "x"))
+    api = _Controller(gen)
+    code, body = kube_api.answer(api, "GET", "/apis/batch/v1/namespaces/default/jobs?labelSelector="
+                                 + gang_failure.JOBSET_NAME + "%3D" + JS)
+    assert code == 200 and [j["metadata"]["name"] for j in body["items"]] == [JS + "-worker-0"]
+    assert body["items"][0]["status"]["conditions"][0]["reason"] == "OOMKilled"
+    code, body = kube_api.answer(api, "GET", "/api/v1/namespaces/default/pods?labelSelector=%s%%3Dother" % gang_failure.JOBSET_NAME)
+    assert (code, body["items"]) == (200, [])
+    code, body = kube_api.answer(api, "GET", "/api/v1/namespaces/default/pods")
+    terminated = body["items"][0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (137, "OOMKilled")
+    assert kube_api.answer(api, "GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/nope")[0] == 404
+    assert kube_api.answer(api, "POST", "/api/v1/namespaces/default/pods")[0] == 405
+    assert kube_api.answer(api, "GET", "/api/v1/namespaces/default/pods?labelSelector=a%20in%20(b)")[0] == 400
+    gen.reset()  # a restart deletes the generation's Jobs and pods
+    assert kube_api.answer(api, "GET", "/api/v1/namespaces/default/pods")[1]["items"] == []
+
+
+@pytest.fixture(scope="module")
+def training_docs():
+    flow = load_flow(EXAMPLES / "distributed_training.py", "mfargo_gang_failure_example")
+    return list(yaml.safe_load_all(pipeline.as_yaml(pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS)))))
+
+
+def test_every_gang_task_has_the_failure_hook_and_its_template(training_docs):
+    wt, role = training_docs[0], training_docs[1]
+    templates = {t["name"]: t for t in wt["spec"]["templates"]}
+    gang_tasks = [task for t in templates.values() for task in (t.get("dag") or {}).get("tasks", [])
+                  if "resource" in templates[task["template"]]]
+    assert gang_tasks
+    for task in gang_tasks:
+        hook = task["hooks"]["gang-failed"]
+        assert hook["expression"] == "tasks['%s'].status == 'Failed'" % task["name"]
+        report = templates[hook["template"]]
+        assert [p["name"] for p in report["inputs"]["parameters"]] == [p["name"] for p in hook["arguments"]["parameters"]]
+        entropy = {p["name"]: p["value"] for p in task["arguments"]["parameters"]}["task-id-entropy"]
+        assert hook["arguments"]["parameters"] == [{"name": "task-id-entropy", "value": entropy}]
+        container = report["container"]
+        argv = shlex.split(container["command"][2].splitlines()[-1])
+        assert argv[:4] == ["exec", "python", "-m", "metaflow_extensions.mfargo.plugins.gang_report"]
+        flow, run, step, control, log, *jobsets = argv[4:]
+        assert (flow, run, step, log) == ("DistributedTrainingFlow", "argo-{{workflow.name}}", task["name"],
+                                          container["terminationMessagePath"])
+        assert control == "control-{{inputs.parameters.task-id-entropy}}-0"
+        text = templates[task["template"]]["resource"]["manifest"]
+        manifest = yaml.safe_load(text.replace("{{inputs.parameters.worker-count}}", "1"))  # a bare tag
+        retries = templates[task["template"]]["retryStrategy"]["limit"]
+        newest = manifest["metadata"]["name"].replace("{{retries}}", str(retries))
+        assert jobsets == [newest.rsplit("-", 1)[0] + "-%d" % n for n in range(int(retries), -1, -1)]
+        assert container["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): r["verbs"] for r in role["rules"]}
+    assert rules[(("batch",), ("jobs",))] == ["list"] and rules[(("",), ("pods",))] == ["list"]
+    assert "get" in rules[(("jobset.x-k8s.io",), ("jobsets",))]
+
+
+def test_a_termination_message_becomes_the_node_message(tmp_path):
+    result, _ = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: said}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            container:
+              image: python:3.11
+              terminationMessagePath: /tmp/said
+              command: [bash, -c, "printf 'rank 2 OOMKilled' > /tmp/said; exit 3"]
+        """, tmp_path)
+    assert result.node("said-" + result.workflow_name.rsplit("-", 1)[1]).message == "Error (exit code 3): rank 2 OOMKilled"
