@@ -1,5 +1,5 @@
 """A content-addressed cache of compiled text, so `--check` and regeneration skip the work
-(building hera models, validating, dumping YAML) when nothing that affects the output changed.
+(building the templates, validating, dumping YAML) when nothing that affects the output changed.
 
 Why it is safe: the text is a pure function of the finished IR (`templates`, `validation`
 and `emit` read nothing else: no Metaflow config, no environment; a test checks they import

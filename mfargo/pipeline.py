@@ -1,6 +1,6 @@
 """compile -> build -> validate -> text: the steps every front end (Metaflow CLI, `mfargo`) shares.
 
-The building steps import hera and the schemas when first called, not here: a compile the
+The building steps import the templates and the schemas when first called, not here: a compile the
 cache answers (mfargo.cache) never loads them.
 """
 

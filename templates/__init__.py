@@ -15,7 +15,7 @@ __all__ = ["build", "emit"]
 
 
 def build(wf: ir.Workflow) -> list[dict]:
-    docs = [emit.plain(workflow.build(wf)), cron.build(wf), sensor.build(wf), *rbac.build(wf), run_workflow(wf)]
+    docs = [workflow.build(wf), cron.build(wf), sensor.build(wf), *rbac.build(wf), run_workflow(wf)]
     return [d for d in docs if d is not None]
 
 

@@ -4,7 +4,7 @@ retries and metadata, built once so a fix lands everywhere.
 
 from __future__ import annotations
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Env, Label, Path
@@ -100,7 +100,7 @@ def tolerations(compute: ir.Compute) -> list[m.Toleration] | None:
 def security_context(compute: ir.Compute) -> m.SecurityContext | None:
     if not compute.security_context:
         return None
-    return m.SecurityContext.model_validate(dict(compute.security_context))
+    return m.SecurityContext(dict(compute.security_context))
 
 
 def ports(compute: ir.Compute) -> list[m.ContainerPort] | None:

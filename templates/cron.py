@@ -8,12 +8,11 @@ history limits 10000, a 3540 s starting deadline, not suspended. Argo >= 3.6 rea
 
 from __future__ import annotations
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Api, Label
 
-from . import emit
 
 HISTORY_LIMIT = 10000
 STARTING_DEADLINE_SECONDS = 3540
@@ -45,7 +44,7 @@ def build(wf: ir.Workflow) -> dict | None:
             ),
         ),
     )
-    doc = emit.plain(cron)
+    doc = cron
     if wf.deployment.bundle.argo_version == "3.7":  # before Argo 4: one string (its `schedules` came in 3.6)
         doc["spec"]["schedule"] = doc["spec"].pop("schedules")[0]
     return doc

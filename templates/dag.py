@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param

@@ -81,11 +81,6 @@ def ordered(value, first=_TOP, _seen=None):
     return out
 
 
-def plain(model) -> dict:
-    """A hera model as the plain dict Argo reads: wire names, no None fields."""
-    return model.model_dump(exclude_none=True, by_alias=True, mode="json")
-
-
 def dump(document: dict, dumper=_Dumper) -> str:
     return yaml.dump(
         ordered(document), Dumper=dumper, sort_keys=False, default_flow_style=None, width=1 << 20, allow_unicode=True

@@ -12,7 +12,7 @@ ends Failed does not change the workflow's outcome (docs/lifecyclehook.md).
 
 from __future__ import annotations
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming

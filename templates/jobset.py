@@ -16,7 +16,7 @@ with an alias (kubectl and Argo read YAML anchors), keeping big gangs small.
 
 from __future__ import annotations
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, JobSetKey, Label, UbfContext
@@ -101,7 +101,7 @@ def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
     """Env of every gang pod: the workflow's, the step's, pod identity, and the gang contract."""
     namespace = wf.namespace or expr.WORKFLOW_NAMESPACE
     models = common.env_vars(wf.env) + common.env_vars(step.environment) + common.identity_env()
-    return [emit.plain(e) for e in models] + [
+    return models + [
         {"name": Env.MASTER_ADDR, "value": naming.control_host(jobset, namespace)},
         {"name": Env.MASTER_PORT, "value": str(step.compute.port) if step.compute.port else "None"},
         {"name": Env.WORLD_SIZE, "value": gang.NUM_PARALLEL},
@@ -134,7 +134,7 @@ def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) ->
     """Container and pod spec of a gang pod (the same objects for both roles unless the
     control has its own ``compute``)."""
     vols, mounts, extra_env = common.volumes(compute, with_outputs=False)
-    container = emit.plain(
+    container = (
         m.Container(
             name=JobSetKey.CONTAINER,
             image=compute.image,
@@ -147,7 +147,7 @@ def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) ->
             security_context=common.security_context(compute),
         )
     )
-    container["extra_env"] = [emit.plain(e) for e in extra_env]
+    container["extra_env"] = extra_env
     pod_spec = {
         "restartPolicy": "Never",
         "subdomain": jobset,
@@ -158,11 +158,11 @@ def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) ->
     if compute.node_selector:
         pod_spec["nodeSelector"] = dict(compute.node_selector)
     if compute.tolerations:
-        pod_spec["tolerations"] = [emit.plain(t) for t in common.tolerations(compute)]
+        pod_spec["tolerations"] = common.tolerations(compute)
     if compute.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in compute.image_pull_secrets]
     if vols:
-        pod_spec["volumes"] = [emit.plain(v) for v in vols]
+        pod_spec["volumes"] = vols
     return container, pod_spec
 
 

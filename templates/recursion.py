@@ -7,7 +7,7 @@ rest of the DAG sees the loop as one switch step.
 
 from __future__ import annotations
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
@@ -29,7 +29,7 @@ def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
         Param.ITERATION: "{{=asInt(inputs.parameters['%s']) + 1}}" % Param.ITERATION,
         Param.INPUT_PATHS: this_task,
     }
-    again_args = [m.Parameter(name=p.name, value=changed.get(p.name, p.value)) for p in passed]
+    again_args = [m.Parameter(name=p["name"], value=changed.get(p["name"], p["value"])) for p in passed]
     return m.Template(
         name=loop,
         inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),

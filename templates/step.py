@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Env, Path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .hera_models import models as m
+from . import argo_models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Api, Label
@@ -83,7 +83,7 @@ def _most_common_image(wf: ir.Workflow) -> str:
 def _most_common_resources(wf: ir.Workflow) -> m.ResourceRequirements:
     """Resources most steps share: set once in templateDefaults, omitted where equal."""
     options = [common.resources(s.compute) for s in wf.steps.values()]
-    keys = [r.model_dump_json() for r in options]
+    keys = [json.dumps(r, sort_keys=True) for r in options]
     best = max(sorted(set(keys)), key=keys.count)
     return options[keys.index(best)]
 
@@ -110,7 +110,7 @@ def _deployment_annotations(wf: ir.Workflow) -> dict[str, str]:
 
 
 def _check_hook_names(templates: list[m.Template], lifecycle: dict) -> None:
-    clash = sorted({t.name for t in templates} & set(lifecycle))
+    clash = sorted({t["name"] for t in templates} & set(lifecycle))
     if clash:
         raise CompileError("hook template %r has the name of a step template; rename the function" % clash[0])
 
@@ -118,6 +118,6 @@ def _check_hook_names(templates: list[m.Template], lifecycle: dict) -> None:
 def _check_unique(templates: list[m.Template]) -> None:
     seen = set()
     for t in templates:
-        if t.name in seen:
+        if t["name"] in seen:
             raise CompileError("two Argo templates would be named %r; rename the step" % t.name)
-        seen.add(t.name)
+        seen.add(t["name"])
