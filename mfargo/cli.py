@@ -16,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_main(argv[1:])
     parser = argparse.ArgumentParser(prog="mfargo", description="Compile Metaflow flows to Argo Workflows.")
     sub = parser.add_subparsers(dest="command", required=True)
-    comp = sub.add_parser("compile", help="Compile FLOW.py to YAML (stdout, or -o FILE).")
+    comp = sub.add_parser("compile", help="Compile FLOW.py to YAML (stdout, or -o FILE).",
+                          epilog="Any other option goes to `python FLOW.py argo-workflows create` as given "
+                                 "(e.g. --jobset-version 0.8, --argo-version 3.7, --max-workers 10).")
     comp.add_argument("flow", help="the flow's Python file")
     comp.add_argument("-o", "--output", help="write here (atomically) instead of stdout")
     comp.add_argument("--code-in-image", help="the flow's code is in the image at this directory")
@@ -27,11 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--no-cache", action="store_true",
                       help="compile from scratch: neither read nor write mfargo's cache of compiled text")
     sub.add_parser("run", help="Run a compiled workflow locally (see `mfargo run --help`).")
-    args = parser.parse_args(argv)
-    return compile_command(args)
+    args, create_args = parser.parse_known_args(argv)
+    return compile_command(args, create_args)
 
 
-def compile_command(args) -> int:
+def compile_command(args, create_args: list[str]) -> int:
     """Delegates to `python FLOW.py argo-workflows create`, so Metaflow loads the flow as usual."""
     if not os.path.isfile(args.flow):
         print("mfargo: no such flow file: %s" % args.flow, file=sys.stderr)
@@ -52,6 +54,7 @@ def compile_command(args) -> int:
         cmd.append("--check")
     if args.no_cache:
         cmd.append("--no-cache")
+    cmd += create_args
     env = dict(os.environ)
     # Metaflow refuses to start without a user name; compiling does not depend on it.
     if not any(env.get(k) for k in ("METAFLOW_USER", "USER", "USERNAME", "LOGNAME")):

@@ -449,3 +449,21 @@ def test_incident_io_alerts_read_the_api_key_from_a_secret(tmp_path):
     assert validation.validate_documents([wt]) == []
     missing = compile_file(flow, "--notify-on-error", "--notify-incident-io-api-key-secret", "incident", check=False)
     assert missing.returncode != 0 and "--incident-io-alert-source-config-id" in missing.stderr
+
+
+def test_console_script_passes_other_create_options_through(tmp_path):
+    """`mfargo compile` forwards what it does not know to `argo-workflows create`."""
+    from flowtools import clean_env
+
+    flow = write_flow(tmp_path, flow_source("@schedule(hourly=True)"))
+    target = tmp_path / "flow.yaml"
+    base = [sys.executable, "-m", "mfargo.cli", "compile", str(flow), "-o", str(target), "--code-in-image", "/app",
+            "--datastore", "s3", "--datastore-root", "s3://b/m"]
+    proc = subprocess.run(base + ["--argo-version", "3.7", "--max-workers", "7"], env=clean_env(),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    docs = {d["kind"]: d for d in yaml.safe_load_all(target.read_text())}
+    assert docs["CronWorkflow"]["spec"]["schedule"] == "0 * * * ?" and "schedules" not in docs["CronWorkflow"]["spec"]
+    assert docs["WorkflowTemplate"]["spec"]["parallelism"] == 7
+    proc = subprocess.run(base + ["--jobset-version", "0.5"], env=clean_env(), capture_output=True, text=True)
+    assert proc.returncode == 1 and "mfargo needs JobSet v0.6 or newer" in proc.stderr
