@@ -11,9 +11,10 @@ import re
 from typing import Any
 
 import yaml
-from jsonschema.exceptions import best_match
 
 from mfargo import k8s_syntax
+
+from . import quick
 
 IN_MANIFEST = " -> JobSet "  # path marker: what follows is inside resource.manifest
 TAG = re.compile(r"{{.*?}}", re.S)
@@ -89,8 +90,13 @@ class Doc:
             msg = TOKEN.sub(lambda m: self.tags[int(m.group(1))], msg)
         self.problems.append("%s: %s: %s" % (self.where, json_path(path), msg))
 
-    def schema(self, validator, instance: Any, prefix: list) -> None:
-        for e in sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path]):
+    def schema(self, checker, instance: Any, prefix: list) -> None:
+        """`checker`: a schema.Checker. jsonschema runs only when the quick test is not sure."""
+        if quick.valid(instance, checker.schema, checker.list_types, skip=Tag):
+            return
+        from jsonschema.exceptions import best_match
+
+        for e in sorted(checker.validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path]):
             if isinstance(e.instance, Tag):
                 continue
             if e.context:

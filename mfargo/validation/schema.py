@@ -4,7 +4,8 @@ mfargo/schemas/README.md), made strict.
 Why not plain jsonschema: Argo's generated schema is too loose for some Go types and too
 open (unknown keys pass, the controller then drops them silently), and resolving `$ref`s
 doubles validation time. So the schemas are widened where Go accepts more, closed, their refs
-inlined once, and validated with a few fast paths. Loaded on first use only.
+inlined once, and validated with a few fast paths. Loaded on first use only; a document the
+quick test (quick.py) finds valid never imports jsonschema, which only words the problems.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from jsonschema import Draft202012Validator, ValidationError, validators
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 ARGO = "io.argoproj.workflow.v1alpha1."
@@ -66,7 +66,7 @@ def _inline_refs(node: Any, defs: dict) -> None:
                 _inline_refs(v, defs)
 
 
-def _unique_list(validator, list_type: str, instance: Any, schema: dict) -> Iterator[ValidationError]:
+def _unique_list(validator, list_type: str, instance: Any, schema: dict) -> Iterator:
     """The API server's x-kubernetes-list-type rule for CRDs: map keys / set items are unique."""
     if list_type not in ("map", "set") or not isinstance(instance, list):
         return
@@ -81,6 +81,8 @@ def _unique_list(validator, list_type: str, instance: Any, schema: dict) -> Iter
         else:
             ident = json.dumps(item, sort_keys=True, default=str)
         if ident in first:
+            from jsonschema import ValidationError
+
             yield ValidationError("duplicate of [%d] (%s %s); x-kubernetes-list-type=%s lists must be unique"
                                   % (first[ident], "/".join(keys) or "value", ident, list_type), path=[i])
         first.setdefault(ident, i)
@@ -116,9 +118,6 @@ def _quick_ok(value: Any, schema: Any) -> bool:
     return entry[1] is not None and entry[1](value)
 
 
-_BASE = Draft202012Validator.VALIDATORS
-
-
 def _properties(validator, properties, instance, schema):
     if isinstance(instance, dict):
         for name, sub in properties.items():
@@ -128,7 +127,7 @@ def _properties(validator, properties, instance, schema):
 
 def _items(validator, items, instance, schema):
     if not (isinstance(instance, list) and isinstance(items, dict) and "prefixItems" not in schema):
-        yield from _BASE["items"](validator, items, instance, schema)
+        yield from _base()["items"](validator, items, instance, schema)
         return
     for i, value in enumerate(instance):
         if not _quick_ok(value, items):
@@ -137,7 +136,7 @@ def _items(validator, items, instance, schema):
 
 def _additional(validator, extra_schema, instance, schema):
     if not (isinstance(instance, dict) and isinstance(extra_schema, dict) and "patternProperties" not in schema):
-        yield from _BASE["additionalProperties"](validator, extra_schema, instance, schema)
+        yield from _base()["additionalProperties"](validator, extra_schema, instance, schema)
         return
     known = schema.get("properties", {})
     for name, value in instance.items():
@@ -145,9 +144,35 @@ def _additional(validator, extra_schema, instance, schema):
             yield from validator.descend(value, extra_schema, path=name)
 
 
-ArgoValidator = validators.extend(Draft202012Validator, {
-    "properties": _properties, "items": _items, "additionalProperties": _additional})
-JobSetValidator = validators.extend(ArgoValidator, {"x-kubernetes-list-type": _unique_list})
+def _base() -> dict:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator.VALIDATORS
+
+
+@functools.lru_cache(maxsize=None)
+def _validator_classes() -> tuple[type, type]:
+    """(Argo's, JobSet's) jsonschema validator classes, made when a document first needs them."""
+    from jsonschema import Draft202012Validator, validators
+
+    argo = validators.extend(Draft202012Validator, {
+        "properties": _properties, "items": _items, "additionalProperties": _additional})
+    return argo, validators.extend(argo, {"x-kubernetes-list-type": _unique_list})
+
+
+class Checker:
+    """One kind's schema: the quick test (quick.py) first, jsonschema's validator to explain."""
+
+    def __init__(self, schema: dict, list_types: bool):
+        self.schema, self.list_types = schema, list_types  # list_types: the CRD's uniqueness rule
+        self._validator = None
+
+    @property
+    def validator(self):
+        if self._validator is None:
+            argo, jobset = _validator_classes()
+            self._validator = (jobset if self.list_types else argo)(self.schema)
+        return self._validator
 
 
 class Schemas:
@@ -184,8 +209,8 @@ def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFA
     _close(jobset)
     # The CRD leaves metadata free-form; kubectl's strict validation checks it as ObjectMeta.
     jobset["properties"]["metadata"] = defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
-    checkers = {kind: ArgoValidator(defs[ARGO + kind]) for kind in ARGO_KINDS}
-    checkers["JobSet"] = JobSetValidator(jobset)
+    checkers = {kind: Checker(defs[ARGO + kind], list_types=False) for kind in ARGO_KINDS}
+    checkers["JobSet"] = Checker(jobset, list_types=True)
     return Schemas(checkers, jobset, jobset["x-upstream"]["version"])
 
 
