@@ -32,11 +32,24 @@ class BareTag(str):
     textual substitution leaves a number (``replicas: {{inputs.parameters.worker-count}}``)."""
 
 
-class _ManifestDumper(yaml.SafeDumper):
-    """Manifests embedded as strings: anchors for shared objects, and ``BareTag`` values
-    written plain. PyYAML would quote a value starting with '{' (a flow indicator) and
-    libyaml's emitter cannot be told otherwise, so this one uses PyYAML's Python emitter
-    (manifests are small) with the plain style chosen for the style ``BareTag`` asks for."""
+class _ManifestDumper(_Dumper):
+    """Manifests embedded as strings: anchors for shared objects (libyaml's emitter).
+
+    ``BareTag`` values must be written plain, but a value starting with '{' (a flow
+    indicator) is quoted and libyaml cannot be told otherwise: each is written as a plain
+    token (``_BARE_TOKEN``), then the token replaced by the tag. A token that also occurs
+    elsewhere in the text (user text can hold anything) would make that unsafe, so then
+    the manifest is written by ``_PlainTagDumper`` instead (same bytes, ten times slower)."""
+
+    anchors_allowed = True
+
+
+_BARE_TOKEN = "MFARGO_BARE_TAG_%d_"
+_BARE_PREFIX = "MFARGO_BARE_TAG_"
+
+
+class _PlainTagDumper(yaml.SafeDumper):
+    """PyYAML's Python emitter, anchors on, the plain style chosen for ``BareTag``."""
 
     _BARE = "bare"
 
@@ -56,25 +69,29 @@ def _has_trailing_space(text: str) -> bool:
 
 
 _Dumper.add_representer(str, _str)
-_ManifestDumper.add_representer(str, _str)
-_ManifestDumper.add_representer(
-    BareTag, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style=_ManifestDumper._BARE))
+_PlainTagDumper.add_representer(str, _str)
+_PlainTagDumper.add_representer(
+    BareTag, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style=_PlainTagDumper._BARE))
 
 
-def ordered(value, first=_TOP, _seen=None):
+def ordered(value, first=_TOP, _seen=None, bare=None):
     """Recursively order mapping keys (``first`` ones first, then alphabetical); drop None.
 
     An object that appears twice stays one object, so the writer can emit it once with
     an anchor (used inside JobSet manifests, where control and worker share a pod spec).
+    ``bare``: a list; each ``BareTag`` is appended to it and replaced by its token.
     """
     seen = {} if _seen is None else _seen
     if id(value) in seen:
         return seen[id(value)]
     if isinstance(value, dict):
         keys = [k for k in first if k in value] + sorted(k for k in value if k not in first)
-        out = {k: ordered(value[k], _FIRST, seen) for k in keys if value[k] is not None}
+        out = {k: ordered(value[k], _FIRST, seen, bare) for k in keys if value[k] is not None}
     elif isinstance(value, list):
-        out = [ordered(v, _FIRST, seen) for v in value]
+        out = [ordered(v, _FIRST, seen, bare) for v in value]
+    elif bare is not None and isinstance(value, BareTag):
+        bare.append(str(value))
+        return _BARE_TOKEN % (len(bare) - 1)
     else:
         return value
     seen[id(value)] = out
@@ -93,4 +110,11 @@ def dump_all(documents: list[dict]) -> str:
 
 def manifest_text(document: dict) -> str:
     """A manifest embedded as a string (``BareTag`` values unquoted)."""
-    return dump(document, _ManifestDumper)
+    tags: list[str] = []
+    text = yaml.dump(ordered(document, bare=tags), Dumper=_ManifestDumper, sort_keys=False,
+                     default_flow_style=None, width=1 << 20, allow_unicode=True)
+    if text.count(_BARE_PREFIX) != len(tags) or any(text.count(_BARE_TOKEN % i) != 1 for i in range(len(tags))):
+        return dump(document, _PlainTagDumper)
+    for i, tag in enumerate(tags):
+        text = text.replace(_BARE_TOKEN % i, tag)
+    return text
