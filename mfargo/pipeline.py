@@ -36,6 +36,29 @@ def documents(workflow: ir.Workflow) -> list[dict]:
     return docs
 
 
+# What Kubernetes stores for an object, and the limits on that size (bytes, compact JSON as the
+# API server stores a custom resource): etcd refuses a request over its --max-request-bytes
+# (1.5 MiB unless the cluster raised it); client-side `kubectl apply` also copies the whole
+# object into its last-applied-configuration annotation, and annotations are capped at 256 KiB.
+ETCD_REQUEST_LIMIT = 1536 * 1024
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def size_warnings(docs: list[dict]) -> list[str]:
+    """Warnings (not errors: a cluster may raise etcd's limit) for documents too big to store."""
+    out = []
+    for doc in docs:
+        size = len(json.dumps(doc, separators=(",", ":")).encode())
+        what = "%s/%s is %s bytes" % (doc.get("kind"), doc.get("metadata", {}).get("name"), format(size, ","))
+        if size > ETCD_REQUEST_LIMIT:
+            out.append("%s, over etcd's default request limit of 1.5 MiB: the API server will refuse it "
+                       "unless the cluster's etcd --max-request-bytes is raised; split the flow" % what)
+        elif size > ANNOTATIONS_LIMIT:
+            out.append("%s: client-side `kubectl apply` cannot store it (256 KiB annotation limit); "
+                       "use `kubectl apply --server-side` or `kubectl create`" % what)
+    return out
+
+
 def as_yaml(docs: list[dict]) -> str:
     from mfargo.templates import emit
 

@@ -98,3 +98,16 @@ def test_gang_size_accepts_counts():
     from metaflow_extensions.mfargo.plugins.pod_hooks import gang_size
 
     assert [gang_size("s", n) for n in (1, 2, 64)] == [1, 2, 64]
+
+
+def test_documents_too_big_to_store_are_warned_about():
+    from mfargo import pipeline
+
+    def doc(size: int) -> dict:
+        return {"kind": "WorkflowTemplate", "metadata": {"name": "big"}, "spec": {"x": "a" * size}}
+
+    assert pipeline.size_warnings([doc(1000)]) == []
+    [client_side] = pipeline.size_warnings([doc(pipeline.ANNOTATIONS_LIMIT)])
+    assert "WorkflowTemplate/big" in client_side and "--server-side" in client_side
+    [etcd] = pipeline.size_warnings([doc(pipeline.ETCD_REQUEST_LIMIT)])
+    assert "etcd" in etcd and "1.5 MiB" in etcd

@@ -187,6 +187,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             text = cache.get(key) if key else None
         if text is None:
             docs = pipeline.documents(workflow)
+            for warning in pipeline.size_warnings(docs):
+                click.secho("mfargo: warning: %s" % warning, fg="yellow", err=True)
             if deployment:
                 _finish(obj, deployment, docs, deploying)
             if deployer_attribute_file:
