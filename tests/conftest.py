@@ -1,8 +1,73 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and how the tests are spread over xdist's workers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+# The costliest tests (CPU seconds, measured), most expensive first: they are handed out
+# first so that the two workers finish together instead of one starting a long run at the
+# end. Entries are node id prefixes; everything else keeps pytest's order after them. A
+# stale entry only costs balance, never a test.
+SLOW_FIRST = (
+    "tests/test_e2e_includefile.py::test_tutorial_02_runs_then_03",
+    "tests/test_environments.py::test_uv_environment_runs_end_to_end",
+    "tests/test_e2e_logs.py",
+    "tests/test_e2e_gang.py",
+    "tests/test_e2e_restarts.py",
+    "tests/test_runner_e2e.py",
+    "tests/test_e2e_graphs.py",
+    "tests/test_generated_graphs.py",
+    "tests/test_e2e_includefile.py",
+    "tests/test_runner_image.py",
+    "tests/test_e2e_steps.py",
+    "tests/test_e2e_gang_catch.py",
+    "tests/test_e2e_gang_roles.py",
+    "tests/test_cluster_cli.py",
+    "tests/test_bad_input.py",
+    "tests/test_cache.py",
+    "tests/test_injection.py",
+    "tests/test_e2e_cli.py",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    for rank, prefix in enumerate(SLOW_FIRST):
+        if item.nodeid.startswith(prefix):
+            return rank
+    return len(SLOW_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    items.sort(key=_rank)  # stable: pytest's order within a rank
+
+
+def _files_with_module_fixtures() -> set[str]:
+    """Test files defining a module-scoped fixture (a compile or a run their tests share)."""
+    here = Path(__file__).parent
+    return {"tests/" + p.name for p in here.glob("test_*.py") if 'scope="module"' in p.read_text()}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N` (xdist's `load`): tests go out one by one in the order above, except that the
+    tests of a file with a module-scoped fixture go to one worker together, so the fixture
+    runs once rather than once per worker. (xdist's `loadgroup` marks do not work with
+    pytest 9: xdist renames node ids through an attribute pytest no longer reads.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = _files_with_module_fixtures()
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in shared else nodeid
+
+    config.option.loadscopereorder = False  # keep the slowest-first order, not "biggest group first"
+    return SharedFixtureScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,12 @@
 step/decorator (or the option/parameter), print no traceback, and leave an existing output
 file byte for byte unchanged.
 
-Cases whose error comes from Metaflow's or click's own code, from parameters or options
-(resolved by Metaflow's CLI), or that stand for the CLI path of mfargo's rules run as
-processes, two at a time, in one test. The other decorator rules are mfargo's own code
-after Metaflow's decorator init: they run in-process (the CLI turns every CompileError
-into the same one line, exit 1, nothing written - the process cases prove that path)."""
+Cases whose error comes from Metaflow's or click's own code (decorator init, click's
+parameter names, Metaflow's config, the flow's import), and a few that stand for the CLI
+path of mfargo's rules, run as processes, two at a time, in one test. mfargo's own rules
+on decorators, parameters and create options run in-process on the flow Metaflow builds,
+with the options the CLI would pass (the CLI turns every CompileError into the same one
+line, exit 1, nothing written - the process cases prove that path)."""
 from __future__ import annotations
 
 import importlib.util
@@ -136,16 +137,23 @@ CASES = {
 }
 
 
-# Decorator cases that run as processes: Metaflow's own init/step_init errors, the
-# workflow namespace (from Metaflow's config), and a few of mfargo's rules for the CLI path.
-CLI_DECORATOR_CASES = {
+# Decorator, parameter and option cases that run as processes: Metaflow's own
+# init/step_init errors, click's parameter names, the workflow namespace (from Metaflow's
+# config), defaults and help checked where the CLI reads them, and a few of mfargo's rules
+# for the CLI path. Every case with env, prelude or flow_deco runs as a process too.
+CLI_CASES = {
     "cpu abc", "memory 4Gi", "disk big", "tmpfs size x", "labels list", "node selector string", "retry x",
-    "timeout x", "namespace other", "cpu negative", "label key", "environment argo tag", "batch",
+    "timeout x", "namespace other", "environment argo tag", "batch",
+    "param space", "param dot", "param braces", "param non-ascii", "param default argo tag", "param help argo tag",
+    "tag argo tag", "max workers 0",
 }
+# create options as the CLI passes them to CompileOptions
+OPTIONS = {"--tag": ("tags", lambda v: (v,)), "--max-workers": ("max_workers", int),
+           "--workflow-timeout": ("timeout_seconds", int)}
 
 
 def _through_cli(name: str, case: dict) -> bool:
-    return name in CLI_DECORATOR_CASES or any(k in case for k in ("args", "env", "prelude", "flow_deco", "params"))
+    return name in CLI_CASES or any(k in case for k in ("env", "prelude", "flow_deco"))
 
 
 IN_PROCESS = sorted(name for name, case in CASES.items() if not _through_cli(name, case))
@@ -195,7 +203,7 @@ def test_catalogue_is_large():
 
 
 @pytest.mark.parametrize("name", IN_PROCESS)
-def test_decorator_rule_in_process(tmp_path, name):
+def test_rule_in_process(tmp_path, name):
     from mfargo import pipeline
     from mfargo.compiler import CompileError, CompileOptions
 
@@ -211,7 +219,12 @@ def test_decorator_rule_in_process(tmp_path, name):
     for step_function in flow:
         for deco in step_function.decorators:
             deco.external_init()  # Metaflow's decorator init, as its CLI runs it
-    options = CompileOptions(datastore="s3", datastore_root="s3://b/m", code_in_image="/app")
+    args = case.get("args", ())
+    given = {}
+    for option, value in zip(args[::2], args[1::2]):
+        field, convert = OPTIONS[option]
+        given[field] = convert(value)
+    options = CompileOptions(datastore="s3", datastore_root="s3://b/m", code_in_image="/app", **given)
     with pytest.raises(CompileError) as info:
         pipeline.documents(pipeline.compile_ir(flow, flow._graph, options, ()))
     line = "mfargo: %s" % info.value
