@@ -71,6 +71,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         description=graph.doc or None,
         jobset_ttl_seconds=options.jobset_ttl_seconds,
         cleanup=options.cleanup,
+        emit_events=options.emit_events,
     )
 
 

@@ -95,6 +95,12 @@ class StepCall:
     split_index: Token | None = None
     ubf_context: Token | None = None
     num_parallel: str | None = None
+    emit_events: bool = False  # mfargo_internal publishes the task's Argo Event
+
+
+def internal_decorator(emit_events: bool) -> str:
+    """`--with` spec of mfargo's in-pod decorator (plugins/pod_hooks.py)."""
+    return INTERNAL_DECORATOR + (":emit_events=true" if emit_events else "")
 
 
 def code_lines(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Line]:
@@ -173,7 +179,7 @@ def last_steps_lines(last_steps: str, split_task_suffix: str) -> list[Line]:
 def metaflow_call(call: StepCall) -> Line:
     tokens: list[Token] = [Raw(call.executable), Lit(call.script)]
     tokens += [Lit(a) for a in call.top_level_args]
-    for spec in call.decorator_specs + (INTERNAL_DECORATOR,):
+    for spec in call.decorator_specs + (internal_decorator(call.emit_events),):
         tokens += [Raw("--with"), Lit(spec)]
     tokens += [
         Raw("step"), Lit(call.step),

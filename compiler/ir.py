@@ -244,6 +244,7 @@ class Workflow:
     description: str | None = None
     jobset_ttl_seconds: int = 3600
     cleanup: Cleanup = field(default_factory=lambda: Cleanup())  # ttlStrategy / podGC of runs
+    emit_events: bool = False  # each task publishes its Argo Event on success (as core's pods do)
     deployment: Deployment = field(default_factory=lambda: Deployment())  # CronWorkflow, Sensor, hooks
 
 

@@ -32,6 +32,7 @@ class CompileOptions:
     default_image: str = "python:3.11"
     jobset_ttl_seconds: int = 3600
     cleanup: Cleanup = field(default_factory=lambda: Cleanup())
+    emit_events: bool = False  # --auto-emit-argo-events: each task publishes metaflow.<flow>.<step>
     title: str | None = None  # --workflow-title: Argo UI annotation
     description: str | None = None  # --workflow-description: Argo UI annotation
     include_files: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> Metaflow's descriptor (JSON)

@@ -70,6 +70,7 @@ def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retr
         split_index=split_index,
         ubf_context=ubf,
         num_parallel=num_parallel,
+        emit_events=wf.emit_events,
     )
 
 

@@ -52,7 +52,7 @@ def test_title_description_and_runtime_name(tmp_path):
 
 
 @pytest.mark.parametrize("option, reason", [
-    (["--auto-emit-argo-events"], "publish no Argo Event"),
+    (["--auto-emit-argo-events"], "which your Metaflow config does not set"),  # no webhook URL
     (["--enable-heartbeat-daemon"], "no heartbeat daemon"),
     (["--enable-error-msg-capture"], "no error-capture exit hook"),
     (["--notify-incident-io-api-key", "k3y"], "Kubernetes Secret"),

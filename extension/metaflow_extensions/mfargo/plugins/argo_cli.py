@@ -103,7 +103,9 @@ def _check_graph(obj):
 @click.option("--notify-incident-io-api-key", default=None, hidden=True)
 @click.option("--workflow-title", default=None, help="Title shown by the Argo Workflows UI (annotation).")
 @click.option("--workflow-description", default=None, help="Description shown by the Argo Workflows UI (annotation).")
-@click.option("--auto-emit-argo-events/--no-auto-emit-argo-events", default=None, hidden=True)
+@click.option("--auto-emit-argo-events/--no-auto-emit-argo-events", default=None,
+              help="Each task publishes the Argo Event metaflow.<flow>.<step> on success (what "
+                   "@trigger_on_finish waits for). Default: on when METAFLOW_ARGO_EVENTS_WEBHOOK_URL is set.")
 @click.option("--enable-heartbeat-daemon/--no-enable-heartbeat-daemon", default=None, hidden=True)
 @click.option("--enable-error-msg-capture/--no-enable-error-msg-capture", default=None, hidden=True)
 @click.option("--authorize", default=None,
@@ -137,8 +139,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
                 "--notify-slack-webhook-url-secret / --notify-pager-duty-integration-key-secret / "
                 "--notify-incident-io-api-key-secret SECRET[:KEY]"
             )
-        inputs.refuse_unsupported(auto_emit_argo_events=auto_emit_argo_events,
-                                  enable_heartbeat_daemon=enable_heartbeat_daemon,
+        inputs.refuse_unsupported(enable_heartbeat_daemon=enable_heartbeat_daemon,
                                   enable_error_msg_capture=enable_error_msg_capture)
         if check and not output_file:
             raise CompileError("--check compares with a file: give --output-file FILE")
@@ -146,7 +147,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             output.check_target(output_file)  # before compiling and uploading anything
         deploying = not (only_yaml or only_json or output_file or graph)
         options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
-                                         workflow_priority)
+                                         workflow_priority, auto_emit_argo_events)
         options = replace(options, title=workflow_title, description=workflow_description,
                           cleanup=_cleanup(ttl_after_success, ttl_after_failure, pod_gc))
         token_request = (authorize, given_token, generate_new_token)

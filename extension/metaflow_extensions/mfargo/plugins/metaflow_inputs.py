@@ -78,11 +78,9 @@ def with_deployment_options(workflow, target_versions, emit_workflow, service_ac
     return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
 
 
-# Core's `create` options mfargo does not implement, and why (core's defaults: on, off, on).
+# Core's `create` options mfargo does not implement, and why (core's defaults: off, on).
 # Only turning them on is refused; the --no-... form is what mfargo does.
 UNSUPPORTED = {
-    "auto_emit_argo_events": "--auto-emit-argo-events: mfargo's pods publish no Argo Event when a step succeeds "
-                             "(a @trigger_on_finish flow cannot follow this one); pass --no-auto-emit-argo-events",
     "enable_heartbeat_daemon": "--enable-heartbeat-daemon: mfargo runs no heartbeat daemon (it only feeds "
                                "Metaflow's metadata service); leave it out",
     "enable_error_msg_capture": "--enable-error-msg-capture: mfargo adds no error-capture exit hook; a failed "
@@ -102,7 +100,27 @@ def flow_decorators(flow):
     return [d for decos in flow._flow_decorators.values() for d in decos]
 
 
-def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority):
+def emit_events_env(auto_emit_argo_events) -> tuple[bool, tuple[tuple[str, str], ...]]:
+    """(publish?, the pods' webhook config). Core publishes by default; mfargo does when there
+    is somewhere to publish to (METAFLOW_ARGO_EVENTS_WEBHOOK_URL), unless --no-auto-emit-argo-events."""
+    from metaflow import metaflow_config
+
+    from mfargo.compiler import CompileError
+
+    url = getattr(metaflow_config, "ARGO_EVENTS_WEBHOOK_URL", None)
+    emit = bool(url) if auto_emit_argo_events is None else auto_emit_argo_events
+    if emit and not url:
+        raise CompileError("--auto-emit-argo-events: the pods publish to METAFLOW_ARGO_EVENTS_WEBHOOK_URL, which "
+                           "your Metaflow config does not set; set it or pass --no-auto-emit-argo-events")
+    if not emit:
+        return False, ()
+    auth = getattr(metaflow_config, "ARGO_EVENTS_WEBHOOK_AUTH", None)
+    return True, (("METAFLOW_ARGO_EVENTS_WEBHOOK_URL", url),) + (
+        (("METAFLOW_ARGO_EVENTS_WEBHOOK_AUTH", auth),) if auth and auth != "none" else ())
+
+
+def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority,
+                    auto_emit_argo_events=None):
     from metaflow import current, metaflow_config
     from metaflow.util import dict_to_cli_options
 
@@ -123,6 +141,7 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
         for key in POD_CONFIG
         if getattr(metaflow_config, key, None)
     ) + runtime_env(obj.metadata)
+    emit_events, events_env = emit_events_env(auto_emit_argo_events)
     return CompileOptions(
         name=obj.workflow_name_option,
         namespace=metaflow_config.KUBERNETES_NAMESPACE or None,
@@ -137,7 +156,8 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
         metadata=obj.metadata.TYPE,
         environment=obj.environment.TYPE,
         top_level_options=tuple(dict_to_cli_options(top_level)),
-        config_env=config_env,
+        config_env=config_env + events_env,
+        emit_events=emit_events,
         project=tuple(sorted(project.items())),
         default_image=_default_image(),
     )

@@ -9,6 +9,8 @@ installed beside the flow's code.
 * Every pod with an output directory (MFARGO_OUTPUT_DIR): write the values Argo reads
   as output parameters: foreach split counts, the switch choice, the gang size and
   the entropy that names the gang's tasks, and the task id.
+* With ``emit_events`` (create --auto-emit-argo-events): publish the task's Argo Event
+  on success (``step_events.py``).
 """
 
 import json
@@ -21,13 +23,14 @@ from metaflow.decorators import StepDecorator
 from metaflow.exception import MetaflowException
 
 from . import pod_contract as contract
+from . import step_events
 
 UBF_CONTROL = "ubf_control"
 
 
 class MfargoInternalDecorator(StepDecorator):
     name = "mfargo_internal"
-    defaults = {"hostname_resolution_timeout": 600}
+    defaults = {"hostname_resolution_timeout": 600, "emit_events": False}
 
     def task_pre_step(
         self, step_name, task_datastore, metadata, run_id, task_id, flow, graph,
@@ -50,12 +53,15 @@ class MfargoInternalDecorator(StepDecorator):
             ]
 
     def task_finished(self, step_name, flow, graph, is_task_ok, retry_count, max_user_code_retries):
-        out_dir = os.environ.get(contract.OUTPUT_DIR_ENV)
-        if not is_task_ok or not out_dir:
+        if not is_task_ok:
             return
-        for name, value in output_files(self._task_id, graph[step_name], flow).items():
-            with open(os.path.join(out_dir, name), "w") as f:
-                f.write(value)
+        out_dir = os.environ.get(contract.OUTPUT_DIR_ENV)
+        if out_dir:
+            for name, value in output_files(self._task_id, graph[step_name], flow).items():
+                with open(os.path.join(out_dir, name), "w") as f:
+                    f.write(value)
+        if str(self.attributes["emit_events"]).lower() in ("true", "1"):
+            step_events.publish(flow.name, self._run_id, step_name, self._task_id, graph.end_step)
 
 
 def gang_size(step_name, value):
