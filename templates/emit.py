@@ -68,8 +68,36 @@ def _has_trailing_space(text: str) -> bool:
     return any(line != line.rstrip() for line in text.split("\n"))
 
 
+def _holds_block_text(value, memo: dict) -> bool:
+    """A multi-line string (written as a block scalar) or an unquoted tag somewhere inside:
+    neither can sit in a flow collection."""
+    if isinstance(value, str):
+        return "\n" in value or isinstance(value, BareTag) or value.startswith(_BARE_PREFIX)
+    if not isinstance(value, (dict, list)):
+        return False
+    if id(value) not in memo:
+        items = value.values() if isinstance(value, dict) else value
+        memo[id(value)] = any(_holds_block_text(v, memo) for v in items)
+    return memo[id(value)]
+
+
+def _compact_mapping(dumper, data: dict):
+    """In a manifest, every collection that can be is one line (flow style): a manifest is a
+    string inside the template, so its indentation would be stored and sent with every run."""
+    memo = dumper.__dict__.setdefault("_block_memo", {})
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=not _holds_block_text(data, memo))
+
+
+def _compact_sequence(dumper, data: list):
+    memo = dumper.__dict__.setdefault("_block_memo", {})
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=not _holds_block_text(data, memo))
+
+
 _Dumper.add_representer(str, _str)
 _PlainTagDumper.add_representer(str, _str)
+for _manifest_dumper in (_ManifestDumper, _PlainTagDumper):
+    _manifest_dumper.add_representer(dict, _compact_mapping)
+    _manifest_dumper.add_representer(list, _compact_sequence)
 _PlainTagDumper.add_representer(
     BareTag, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style=_PlainTagDumper._BARE))
 

@@ -35,6 +35,12 @@ def test_libyaml_with_tokens_writes_the_python_emitters_bytes():
     assert "replicas: {{inputs.parameters.worker-count}}\n" in text  # unquoted: Argo leaves an int
     assert "&id001" in text and "*id001" in text  # the shared container written once
     assert emit._BARE_PREFIX not in text
+    lines = text.splitlines()
+    assert any(l.strip() == "script: |" for l in lines)  # multi-line text: a block scalar
+    # Everything else is one line (flow style): a manifest's indentation is stored too.
+    assert "containers: [&id001 {name: main, env: [{name: A, value: x}], resources: {requests: {cpu: '1'}}}]" in text
+    assert yaml.safe_load(text.replace("{{inputs.parameters.worker-count}}", "3"))["spec"]["replicatedJobs"][0][
+        "template"]["containers"][0] == SHARED
 
 
 def test_a_token_in_user_text_falls_back_to_the_python_emitter(monkeypatch):

@@ -17,6 +17,12 @@ import yaml
 
 from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, templates
 
+
+def as_substituted(manifest: str) -> str:
+    """Each Argo tag replaced by <tag>, tag by tag as Argo's substitution finds them (from a
+    `{{` to the next `}}`): a `}}` closing two flow mappings is not a tag."""
+    return re.sub(r"{{(.*?)}}", r"<\1>", manifest, flags=re.S)
+
 FAKE_PYTHON = """#!/bin/bash
 # The gang's attempt counter (python -m ...gang_attempt) answers $NEXT_ATTEMPT; the task-log
 # wrapper (python -m ...task_logs python flow.py ...) is looked through.
@@ -77,7 +83,7 @@ def doc():
 
 @pytest.fixture(scope="module")
 def jobset(doc):
-    return yaml.safe_load(templates(doc)["train"]["resource"]["manifest"].replace("{{", "<").replace("}}", ">"))
+    return yaml.safe_load(as_substituted(templates(doc)["train"]["resource"]["manifest"]))
 
 
 def test_resource_template_creates_a_jobset_and_waits_on_terminal_state(doc):
@@ -210,7 +216,7 @@ def test_no_retries_means_no_retries_tag(tmp_path):
     train = templates(doc)["train"]
     assert "retryStrategy" not in train
     assert "{{retries}}" not in json.dumps(train)
-    assert yaml.safe_load(train["resource"]["manifest"].replace("{{", "<").replace("}}", ">"))["metadata"]["name"] == "js-<inputs.parameters.task-id-entropy>"
+    assert yaml.safe_load(as_substituted(train["resource"]["manifest"]))["metadata"]["name"] == "js-<inputs.parameters.task-id-entropy>"
 
 
 def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
@@ -267,7 +273,7 @@ if __name__ == "__main__":
 def test_jobset_decorator_places_and_restarts_the_gang(tmp_path):
     doc = compile_source(tmp_path, JOBSET_PLACEMENT, "--code-in-image", "/app")[0]
     manifest = templates(doc)["train"]["resource"]["manifest"]
-    js = yaml.safe_load(manifest.replace("{{", "<").replace("}}", ">"))
+    js = yaml.safe_load(as_substituted(manifest))
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
     assert js["spec"]["failurePolicy"]["maxRestarts"] == 2
