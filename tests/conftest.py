@@ -24,6 +24,8 @@ SLOW_FIRST = (
     "tests/test_e2e_steps.py",
     "tests/test_e2e_gang_catch.py",
     "tests/test_e2e_gang_roles.py",
+    "tests/test_e2e_events.py",
+    "tests/test_e2e_package.py",
     "tests/test_cluster_cli.py",
     "tests/test_bad_input.py",
     "tests/test_cache.py",

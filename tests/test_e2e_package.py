@@ -1,9 +1,10 @@
 """E2E: the code-package mode. Compiled without --code-in-image, `--output-file` uploads
 Metaflow's code package to the (loopback) S3 datastore; the pods download and unpack it
 as they would on a cluster, so the run needs no code directory at all."""
+import pytest
 import yaml
 
-from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
+from test_e2e_support import compile_flow, mf_env_for, tail
 
 FLOW = """
 from metaflow import FlowSpec, step
@@ -26,18 +27,21 @@ if __name__ == "__main__":
 """
 
 
-def _compile(tmp_path, env):
-    (tmp_path / "code").mkdir()
-    (tmp_path / "code" / "helper.py").write_text("VALUE = 21\n")
-    return compile_flow(tmp_path, env, FLOW, code_in_image=False)
+@pytest.fixture(scope="module")
+def compiled(s3_server, tmp_path_factory):
+    """One compile (and package upload) for both tests."""
+    tmp = tmp_path_factory.mktemp("package")
+    (tmp / "code").mkdir()
+    (tmp / "code" / "helper.py").write_text("VALUE = 21\n")
+    return compile_flow(tmp, mf_env_for(s3_server, tmp), FLOW, code_in_image=False)
 
 
-def test_code_package_is_downloaded_by_the_pods(mf_env, tmp_path):
-    _check(_compile(tmp_path, mf_env))
+def test_code_package_is_downloaded_by_the_pods(compiled):
+    _check(compiled)
 
 
-def test_code_package_is_recorded_for_the_client(mf_env, tmp_path):
-    c = _compile(tmp_path, mf_env)
+def test_code_package_is_recorded_for_the_client(compiled):
+    c = compiled
     doc = next(yaml.safe_load_all(c.yaml_path.read_text()))
     env = {e["name"]: e.get("value") for e in doc["spec"]["templateDefaults"]["container"]["env"]}
     assert {"METAFLOW_CODE_URL", "METAFLOW_CODE_SHA", "METAFLOW_CODE_DS"} <= set(env)
