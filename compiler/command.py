@@ -73,6 +73,22 @@ def bash(lines: list[Line]) -> list[str]:
     return ["bash", "-c", kubernetes_literal(render(lines))]
 
 
+# $0 of the shared step command: bash names the script's process after it.
+STEP_COMMAND_NAME = "mfargo-step"
+
+
+def shared_step_command(lines: list[Line]) -> list[str]:
+    """The command every step pod shares (templateDefaults): ``lines`` (stop on errors, get
+    the code), then the step's own script, the container's one argument, run by ``eval`` in
+    the same shell: what one script of both parts would do, written once per template."""
+    return bash(lines + [(Raw('eval "$1"'),)]) + [STEP_COMMAND_NAME]
+
+
+def step_args(lines: list[Line]) -> list[str]:
+    """A step's own script, as the one argument of the shared command."""
+    return [kubernetes_literal(render(lines))]
+
+
 # --- building blocks ---------------------------------------------------------------
 
 PATHS_FILE = "paths"  # a shell variable of the pod script, not exported
@@ -116,7 +132,11 @@ def code_lines(code_dir: str | None, package_commands: tuple[str, ...]) -> list[
 
 def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Line]:
     """A step's start: the code, then a file for its input paths."""
-    return code_lines(code_dir, package_commands) + [(Raw("%s=$(mktemp)" % PATHS_FILE),)]
+    return code_lines(code_dir, package_commands) + [paths_file_line()]
+
+
+def paths_file_line() -> Line:
+    return (Raw("%s=$(mktemp)" % PATHS_FILE),)
 
 
 def unset_if_empty(names: list[str]) -> list[Line]:

@@ -11,9 +11,15 @@ from . import common, expr, gang, wiring
 CTX = expr.input_param(Param.CTX)
 
 
-def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
-    """A plain step's pod: get code, write input paths, (init,) run the step."""
-    lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
+def shared_command(wf: ir.Workflow) -> list[str]:
+    """templateDefaults' command, shared by every step's pod: stop on errors, get the code,
+    then run the step's own script (``step_args``)."""
+    return sh.shared_step_command(sh.code_lines(wf.code.image_dir, wf.code.package_commands))
+
+
+def step_args(step: ir.Step, wf: ir.Workflow) -> list[str]:
+    """A plain step's own script (after ``shared_command``): write input paths, (init,) run the step."""
+    lines = [sh.paths_file_line()]
     lines += input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
     call = _call(step, wf, sh.Lit(naming.task_id(step.name, CTX, iteration)), split_index=_split_index(step))
@@ -27,7 +33,7 @@ def step_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
                             wf.init_executable)
         lines.append(sh.with_task_logs(init))
     lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
-    return sh.bash(lines)
+    return sh.step_args(lines)
 
 
 def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:

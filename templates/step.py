@@ -38,7 +38,7 @@ def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequireme
         container=m.Container(
             image=compute.image,
             image_pull_policy=compute.image_pull_policy,
-            command=pod_command.step_script(step, wf),
+            args=pod_command.step_args(step, wf),  # after templateDefaults' shared command
             env=env or None,
             env_from=common.env_from(compute),
             resources=None if resources == default_resources else resources,

@@ -10,7 +10,7 @@ from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Api, Label
 from mfargo.compiler.errors import CompileError
 
-from . import common, dag, expr, gang_report, hooks, jobset, recursion, sensor, step
+from . import common, dag, expr, gang_report, hooks, jobset, pod_command, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -56,6 +56,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
                 container=m.Container(
                     # The schema requires an image here too; every template still names its own.
                     image=default_image,
+                    command=pod_command.shared_command(wf),
                     resources=default_resources,
                     env=common.env_vars(wf.env) + common.identity_env(),
                 )

@@ -71,7 +71,17 @@ def args(task: dict) -> dict[str, str]:
 
 
 def script(template: dict) -> str:
-    return template["container"]["command"][2]
+    """A template's own script: a step's one arg (after templateDefaults' shared command),
+    else the script of its own `bash -c` command."""
+    container = template["container"]
+    return container["args"][0] if container.get("args") else container["command"][2]
+
+
+def pod_command(doc: dict, template: dict) -> list[str]:
+    """What the pod runs: its own command, else templateDefaults' (as Argo merges it), + args."""
+    container = template["container"]
+    command = container.get("command") or doc["spec"]["templateDefaults"]["container"]["command"]
+    return command + container.get("args", [])
 
 
 def load_flow(path: Path, module_name: str | None = None):

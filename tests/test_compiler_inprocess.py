@@ -158,18 +158,23 @@ def test_a_variable_is_quoted():
 
 
 def test_every_script_of_every_example_is_bash_with_hostile_free_words(workflows):
-    """Each container command is [bash, -c, SCRIPT]; each script line splits into words
-    (no unbalanced quotes) and no `$(` is left for Kubernetes to expand."""
+    """Each container runs [bash, -c, SCRIPT] (its own, or templateDefaults' shared one with
+    the step's script as its argument); each script line splits into words (no unbalanced
+    quotes) and no `$(` is left for Kubernetes to expand."""
     for name, workflow in workflows.items():
         docs = pipeline.documents(workflow)
-        for template in docs[0]["spec"]["templates"]:
+        shared = docs[0]["spec"]["templateDefaults"]["container"]["command"]
+        assert shared[:2] == ["bash", "-c"] and shared[2].endswith('\neval "$1"') and len(shared) == 4
+        for template in docs[0]["spec"]["templates"] + [docs[0]["spec"]["templateDefaults"]]:
             container = template.get("container")
-            if not container or not container.get("command"):
+            if not container:
                 continue
-            cmd = container["command"]
-            assert cmd[:2] == ["bash", "-c"], (name, template["name"])
-            for line in cmd[2].splitlines():
-                shlex.split(line.replace("$$", "$"), comments=True)
+            cmd = container.get("command") or shared
+            assert cmd[:2] == ["bash", "-c"], (name, template.get("name"))
+            assert not (container.get("command") and container.get("args")), (name, template.get("name"))
+            for text in [cmd[2]] + container.get("args", []):
+                for line in text.splitlines():
+                    shlex.split(line.replace("$$", "$"), comments=True)
 
 
 # --- per-role pods: the control's own size, checked like the step's ------------------

@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
+from flowtools import pod_command
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
 FLOW = """
@@ -61,9 +62,9 @@ def test_every_successful_task_publishes_its_event(mf_env, tmp_path, webhook):
     url, received = webhook
     c = compile_flow(tmp_path, dict(mf_env, METAFLOW_ARGO_EVENTS_WEBHOOK_URL=url), FLOW)
     template = next(yaml.safe_load_all(c.yaml_path.read_text()))
-    pods = [t["container"] for t in template["spec"]["templates"] if "container" in t]
-    assert pods and all("--with mfargo_internal:emit_events=true" in " ".join(p["command"]) for p in pods
-                        if "metaflow_extensions.mfargo.plugins.task_logs" in " ".join(p["command"]))
+    pods = [" ".join(pod_command(template, t)) for t in template["spec"]["templates"] if "container" in t]
+    steps = [p for p in pods if "metaflow_extensions.mfargo.plugins.task_logs" in p]
+    assert steps and all("--with mfargo_internal:emit_events=true" in p for p in steps)
     result, rec = c.run(timeout=240)
     assert result.status == "Succeeded", tail(result, rec)
     by_step = {}

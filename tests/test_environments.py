@@ -8,7 +8,7 @@ import subprocess
 
 import yaml
 
-from flowtools import clean_env, compile_file, templates, write_flow
+from flowtools import clean_env, compile_file, script, templates, write_flow
 from mfargo.compiler.constants import TASK_LOGS_MODULE
 
 PYPI_FLOW = """
@@ -60,7 +60,7 @@ def _scripts(tmp_path, source: str, environment: str) -> dict[str, list[str]]:
     [doc] = yaml.safe_load_all(out_file.read_text())
     out = {}
     for name in ("start", "end"):
-        text = templates(doc)[name]["container"]["command"][2].replace("$$", "$")
+        text = script(templates(doc)[name]).replace("$$", "$")
         subprocess.run(["bash", "-n", "-c", text], check=True)  # valid bash
         out[name] = text.splitlines()
     return out

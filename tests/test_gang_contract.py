@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, templates
+from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, script, templates
 
 
 def as_substituted(manifest: str) -> str:
@@ -187,7 +187,7 @@ def test_control_and_worker_task_ids_and_split_indices(tmp_path, pods):
 @pytest.mark.parametrize("n", [1, 2, 5])
 def test_join_input_paths_built_in_the_pod(tmp_path, doc, n):
     values = dict(VALUES, **{"inputs.parameters.num-parallel": str(n)})
-    [call] = run_pod(tmp_path, templates(doc)["join"]["container"]["command"], values)
+    [call] = run_pod(tmp_path, ["bash", "-c", script(templates(doc)["join"])], values)
     ids = ["control-e1e2e3e4e5-0"] + ["worker-e1e2e3e4e5-%d" % i for i in range(n - 1)]
     assert call["paths"] == "argo-dt-abcde/train/:" + ",".join(ids)
     assert opt(call["argv"], "--task-id") == "join"
