@@ -29,6 +29,7 @@ _TYPES = {
     "null": lambda v: v is None,
 }
 _patterns: dict[str, re.Pattern] = {}
+_leaf_tests: dict[int, tuple] = {}  # id(schema) -> (schema, its type test if it says nothing else, or None)
 
 
 class _Unsure(Exception):
@@ -45,6 +46,17 @@ def valid(instance: Any, schema: Any, list_types: bool = False, skip: type | Non
         return False
 
 
+def _leaf_test(s: dict):
+    """The type test of a schema that says nothing but its type (most of them: speed)."""
+    types = s.get("type")
+    if not isinstance(types, str) or types not in _TYPES:
+        return None
+    if any(k != "type" and k not in _ANNOTATIONS and not (k.startswith("x-") and k != "x-kubernetes-list-type")
+           for k in s):
+        return None
+    return _TYPES[types]
+
+
 def _valid(v: Any, s: Any, list_types: bool, skip) -> bool:
     if s is True:
         return True
@@ -52,6 +64,11 @@ def _valid(v: Any, s: Any, list_types: bool, skip) -> bool:
         raise _Unsure
     if skip is not None and isinstance(v, skip):
         return True
+    entry = _leaf_tests.get(id(s))
+    if entry is None:  # the schema is kept referenced, so its id is never reused
+        entry = _leaf_tests[id(s)] = (s, _leaf_test(s))
+    if entry[1] is not None:
+        return entry[1](v)
     for key, want in s.items():
         if key == "type":
             types = [want] if isinstance(want, str) else want
