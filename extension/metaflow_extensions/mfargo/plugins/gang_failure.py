@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass
 
 from . import pod_contract
 
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_INDEX = "jobset.sigs.k8s.io/job-index"
-JOB_NAME = "batch.kubernetes.io/job-name"
+JOBSET_NAME = pod_contract.JOBSET_NAME_LABEL
+REPLICATED_JOB = pod_contract.REPLICATED_JOB_LABEL
+JOB_INDEX = pod_contract.JOB_INDEX_LABEL
+JOB_NAME = pod_contract.JOB_NAME_LABEL
 # The JobSet controller's Failed message ends with the first failed Job (messageWithFirstFailedJob).
 _FIRST_FAILED_JOB = re.compile(r"first failed job: ([a-z0-9.-]+)")
 

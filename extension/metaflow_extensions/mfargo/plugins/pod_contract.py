@@ -22,6 +22,11 @@ ENTROPY_FILE = "task-id-entropy"  # E, minted once per gang (per split) by the s
 # The gang's replicated jobs (JobSet) and the task-id roles (Metaflow's contract).
 CONTROL_ROLE = "control"
 WORKER_ROLE = "worker"
+# Labels the JobSet and Job controllers put on a gang's Jobs and pods (jobset_types.go, batch/v1).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 GANG_CONTAINER = "main"  # every rank's container (`argo logs` prints "main" by default)
 ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
 
