@@ -179,8 +179,10 @@ def test_tutorial_02_runs_then_03_reads_its_latest_run(s3_server, tmp_path):
     for tutorial in ("02-statistics", "03-playlist-redux"):
         shutil.copytree(TUTORIALS / tutorial, tmp_path / "code", dirs_exist_ok=True)
         flow = FLOWS[tutorial]
-        compiled = compile_flow(tmp_path, env, (tmp_path / "code" / flow).read_text(), code_in_image=False,
-                                name=flow, root=root)
+        # The code in the image (pods map /app to it: no per-pod unpacking of Metaflow's package,
+        # which the other tutorials and test_e2e_package cover); --output-file uploads movies.csv.
+        compiled = compile_flow(tmp_path, env, (tmp_path / "code" / flow).read_text(), "--code-in-image", "/app",
+                                code_in_image=False, name=flow, root=root)
         root = compiled.root
         result, rec = compiled.run(timeout=300)
         assert result.status == "Succeeded", tail(result, rec)
