@@ -11,6 +11,11 @@ as CPU seconds (user + system of the whole process, Metaflow's start-up included
 Ratios: (mfargo - floor) / (core - floor), and each over the floor. Bytes: the
 WorkflowTemplate alone as compact JSON (mfargo's --only-json vs core's --only-json).
 
+Every command runs once unmeasured first, with Python's bytecode cache on (as installed:
+pip compiles every package's bytecode, Metaflow's and mfargo's alike; a machine that sets
+PYTHONDONTWRITEBYTECODE would otherwise make mfargo, installed editable, compile its
+modules from source in every measured run while Metaflow's come precompiled).
+
 Generated flows: blocks of 11 steps, each with a foreach and a @parallel gang; the first 5
 blocks also a static split/join (Metaflow's FlowGraph walks every path, so more of those
 would grow as 2^blocks inside Metaflow; its graph walk also recurses once per step, so
@@ -126,6 +131,7 @@ def cpu_seconds(cmd: list[str], cwd: Path, env: dict, stdout=subprocess.DEVNULL)
 
 
 def median_cpu(cmd, cwd, env, runs) -> float:
+    cpu_seconds(cmd, cwd, env)  # warm-up: bytecode written, files in the page cache
     return statistics.median(cpu_seconds(cmd, cwd, env)[0] for _ in range(runs))
 
 
@@ -138,7 +144,8 @@ def measure(source: str, runs: int) -> dict:
         tmp = Path(tmp)
         (tmp / "flow.py").write_text(source)
         (tmp / "no-extensions").mkdir()
-        env = dict(os.environ, USER="bench", AWS_EC2_METADATA_DISABLED="true", METAFLOW_HOME=str(tmp / "home"),
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env = dict(env, USER="bench", AWS_EC2_METADATA_DISABLED="true", METAFLOW_HOME=str(tmp / "home"),
                    MFARGO_CACHE_DIR=str(tmp / "cache"))
         core_env = dict(env, METAFLOW_EXTENSIONS_SEARCH_DIRS=str(tmp / "no-extensions"))
         py = sys.executable
