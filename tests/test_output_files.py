@@ -3,7 +3,8 @@ seconds, and credentials in Metaflow's URLs (in-process; the CLI paths are in te
 import os
 import stat
 
-import pytest
+import metaflow  # noqa: F401 - first, as in a pod: importing pod_hooks first would make Metaflow's
+import pytest    # plugin loader find it half-initialised ("Cannot locate 'MfargoInternalDecorator'")
 
 from mfargo import output
 from mfargo.compiler import CompileError, rules
