@@ -116,3 +116,40 @@ def _init_flow_decorators(flow) -> None:
     options = {name: spec.get("default") for d in decos for name, spec in d.options.items()}
     options = {name.replace("-", "_"): value for name, value in options.items()}
     init(flow, flow._graph, None, None, None, print, print, options)
+
+
+GANG_FLOW = '''
+from metaflow import *
+%(imports)s
+
+class %(name)s(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=%(num_parallel)d)
+
+%(decorators)s
+    @parallel
+    @step
+    def train(self):
+%(body)s
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    %(name)s()
+'''
+
+
+def gang_flow(name: str, decorators: str = "", body: str = "pass", num_parallel: int = 2, imports: str = "") -> str:
+    """A flow's source: start -> train (@parallel, ``num_parallel`` pods, with ``decorators``
+    above it and ``body`` in it) -> join -> end."""
+    indent = lambda text, n: textwrap.indent(textwrap.dedent(text).strip("\n"), " " * n)  # noqa: E731
+    return GANG_FLOW % {"name": name, "imports": imports, "num_parallel": num_parallel,
+                        "decorators": indent(decorators, 4) if decorators else "", "body": indent(body, 8)}

@@ -10,32 +10,10 @@ import pytest
 import yaml
 
 from flowtools import pod_command
+from flowtools import gang_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-FLOW = """
-from metaflow import FlowSpec, step, parallel
-
-class EmitFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    EmitFlow()
-"""
+FLOW = gang_flow("EmitFlow")
 
 
 @pytest.fixture

@@ -5,36 +5,12 @@ metadata of the failed attempt (templates/gang_report.py, plugins/gang_report.py
 import json
 import re
 
+from flowtools import gang_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-OOM_GANG = """
-import time
-from metaflow import FlowSpec, step, parallel, kubernetes
-
-class OomFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=3)
-
-    # The runner plays the kernel's OOM killer on worker 1 (rank 2), 8 s after it starts.
-    @kubernetes(annotations={"mfargo.runner/faults": "worker-1@0=oom:8"})
-    @parallel
-    @step
-    def train(self):
-        time.sleep(300)
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    OomFlow()
-"""
+# The runner plays the kernel's OOM killer on worker 1 (rank 2), 8 s after it starts.
+OOM_GANG = gang_flow("OomFlow", '@kubernetes(annotations={"mfargo.runner/faults": "worker-1@0=oom:8"})',
+                     "time.sleep(300)", num_parallel=3, imports="import time")
 
 MESSAGE = r"gang step train: rank 2 \(worker\) failed first: OOMKilled, exit code 137 \(pod js-\w{10}-worker-1-0-\w+"
 

@@ -144,21 +144,22 @@ def _pattern(text: str) -> re.Pattern:
     return _patterns[text]
 
 
-def _unique(items: list, list_type: str, s: dict) -> bool:
-    """The same identities as schema._unique_list (map keys, with their defaults; set items)."""
-    if list_type not in ("map", "set"):
-        return True
+def list_identities(items: list, list_type: str, s: dict):
+    """(index, identity) of each item of an x-kubernetes-list-type map (its map keys, with
+    their defaults; non-objects skipped) or set (the whole item) list, as the API server
+    compares them. The one place this rule is written: schema.py words its duplicates."""
     keys = s.get("x-kubernetes-list-map-keys") or []
     defaults = {k: p.get("default") for k, p in s.get("items", {}).get("properties", {}).items()}
-    seen = set()
-    for item in items:
+    for i, item in enumerate(items):
         if list_type == "map":
-            if not isinstance(item, dict):
-                continue
-            ident = json.dumps([item.get(k, defaults.get(k)) for k in keys], default=str)
+            if isinstance(item, dict):
+                yield i, json.dumps([item.get(k, defaults.get(k)) for k in keys], default=str)
         else:
-            ident = json.dumps(item, sort_keys=True, default=str)
-        if ident in seen:
-            return False
-        seen.add(ident)
-    return True
+            yield i, json.dumps(item, sort_keys=True, default=str)
+
+
+def _unique(items: list, list_type: str, s: dict) -> bool:
+    if list_type not in ("map", "set"):
+        return True
+    identities = [ident for _, ident in list_identities(items, list_type, s)]
+    return len(set(identities)) == len(identities)

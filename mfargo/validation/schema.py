@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
+from .quick import list_identities
+
 import functools
 import json
 from pathlib import Path
@@ -71,15 +73,8 @@ def _unique_list(validator, list_type: str, instance: Any, schema: dict) -> Iter
     if list_type not in ("map", "set") or not isinstance(instance, list):
         return
     keys = schema.get("x-kubernetes-list-map-keys") or []
-    defaults = {k: s.get("default") for k, s in schema.get("items", {}).get("properties", {}).items()}
     first: dict[str, int] = {}
-    for i, item in enumerate(instance):
-        if list_type == "map":
-            if not isinstance(item, dict):
-                continue
-            ident = json.dumps([item.get(k, defaults.get(k)) for k in keys], default=str)
-        else:
-            ident = json.dumps(item, sort_keys=True, default=str)
+    for i, ident in list_identities(instance, list_type, schema):
         if ident in first:
             from jsonschema import ValidationError
 
