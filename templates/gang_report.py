@@ -52,7 +52,7 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
         container=m.Container(
             name="main",
             image=step.compute.image,
-            command=sh.bash(sh.code_lines(wf.code.image_dir, wf.code.package_commands) + [report]),
+            args=sh.step_args([report]),  # after templateDefaults' shared command (the code first)
             env=common.env_vars(step.environment) or None,
             env_from=common.env_from(step.compute),
             resources=RESOURCES,

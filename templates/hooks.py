@@ -86,10 +86,9 @@ def annotations(wf: ir.Workflow) -> dict[str, str]:
 
 
 def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
-    # The code, as every step gets it (the input-paths file a step needs is not needed here).
-    lines = sh.code_lines(wf.code.image_dir, wf.code.package_commands)
+    # Run after templateDefaults' shared command, which gets the code as for every step.
     # Its output is kept as the logs of task `_hook_<fn>/1`, where core Metaflow puts them.
-    lines += sh.task_log_setup(wf.datastore, "%s/_hook_%s/" % (run_pathspec(wf), h.function), sh.Lit("1"), None)
+    lines = sh.task_log_setup(wf.datastore, "%s/_hook_%s/" % (run_pathspec(wf), h.function), sh.Lit("1"), None)
     hook = (sh.Raw("python -m"), sh.Lit(EXIT_HOOK_MODULE), sh.Lit(wf.script), sh.Lit(h.function),
             sh.Lit(run_pathspec(wf)))
     lines.append(sh.with_task_logs(hook, last=True))
@@ -99,7 +98,7 @@ def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
         container=m.Container(
             name="main",
             image=h.image,
-            command=sh.bash(lines),
+            args=sh.step_args(lines),
             env_from=[m.EnvFromSource(secret_ref=m.SecretEnvSource(name=s)) for s in h.secrets] or None,
             resources=m.ResourceRequirements(
                 requests={"cpu": m.Quantity(h.cpu), "memory": m.Quantity("%dM" % h.memory_mb)}

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, compile_file, compile_source, write_flow
+from flowtools import EXAMPLES, compile_file, compile_source, pod_command, script, write_flow
 from mfargo import validation
 from shared_schemas import SHARED_AVAILABLE, SHARED_DIR, run_shared_validator
 
@@ -302,10 +302,10 @@ def test_exit_hooks_run_metaflow_exit_hook_script(tmp_path):
     templates = {t["name"]: t for t in wt["spec"]["templates"]}
     for hook in hooks.values():
         assert hook["template"] in templates
-    script = templates["success-ok"]["container"]["command"][2]
-    assert "cd /app" in script
-    assert "python -m metaflow.plugins.exit_hook.exit_hook_script flow.py ok 'BundleFlow/argo-{{workflow.name}}'" in script
-    assert "exit_hook_script flow.py pkg.mod.alert " in templates["error-pkg-mod-alert"]["container"]["command"][2]
+    command = pod_command(wt, templates["success-ok"])  # the code first: templateDefaults' shared command
+    assert command[:2] == ["bash", "-c"] and "cd /app" in command[2]
+    assert "python -m metaflow.plugins.exit_hook.exit_hook_script flow.py ok 'BundleFlow/argo-{{workflow.name}}'" in command[-1]
+    assert "exit_hook_script flow.py pkg.mod.alert " in script(templates["error-pkg-mod-alert"])
 
 
 def test_notifications_take_secrets_by_reference_only(tmp_path):

@@ -142,7 +142,8 @@ def test_every_gang_task_has_the_failure_hook_and_its_template(training_docs):
         entropy = {p["name"]: p["value"] for p in task["arguments"]["parameters"]}["task-id-entropy"]
         assert hook["arguments"]["parameters"] == [{"name": "task-id-entropy", "value": entropy}]
         container = report["container"]
-        argv = shlex.split(container["command"][2].splitlines()[-1])
+        assert "command" not in container  # templateDefaults' shared command gets the code first
+        argv = shlex.split(container["args"][0])
         assert argv[:4] == ["exec", "python", "-m", "metaflow_extensions.mfargo.plugins.gang_report"]
         flow, run, step, control, log, *jobsets = argv[4:]
         assert (flow, run, step, log) == ("DistributedTrainingFlow", "argo-{{workflow.name}}", task["name"],
