@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -146,7 +145,7 @@ class JobSet:
         st["terminalState"] = state
         st.setdefault("conditions", []).append({
             "type": state, "status": "True", "reason": reason, "message": message,
-            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            "lastTransitionTime": kube_objects.now()})
         self._emit(f"{state}: {message}")
 
     def _emit(self, message: str) -> None:
@@ -359,7 +358,7 @@ class JobSetController:
         if key in self.jobsets:
             raise JobSetError(f'Error from server (AlreadyExists): jobsets.{GROUP} "{meta["name"]}" already exists')
         meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        meta["creationTimestamp"] = kube_objects.now()
         meta.setdefault("labels", {})
         meta.setdefault("annotations", {})
         if owner:

@@ -19,6 +19,8 @@ import json
 import re
 from urllib.parse import parse_qs, urlsplit
 
+from mfargo import k8s_syntax
+
 from .jobset import GROUP, JobSetController
 
 _JOBSET = re.compile(rf"^/apis/{re.escape(GROUP)}/v1alpha2/namespaces/([^/]+)/jobsets/([^/]+)$")
@@ -27,14 +29,17 @@ HOST = "127.0.0.1"
 
 
 def _selector(text: str) -> dict[str, str] | None:
-    """An equality-based label selector (k=v or k==v, comma-separated); None if not one."""
-    out = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.replace("==", "=").partition("=")
-        if not sep or "!" in key:
-            return None
-        out[key.strip()] = value.strip()
-    return out
+    """The labels an equality-based label selector (k=v or k==v, comma-separated) asks for;
+    None for any other selector (parsed as everywhere in mfargo: k8s_syntax)."""
+    if not text.strip():
+        return {}
+    try:
+        requirements = k8s_syntax.parse_selector(text)
+    except ValueError:
+        return None
+    if any(r.op != "==" for r in requirements):
+        return None
+    return {r.key: r.values[0] for r in requirements}
 
 
 def _status(code: int, reason: str, message: str) -> dict:

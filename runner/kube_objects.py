@@ -13,6 +13,7 @@ import copy
 import time
 
 from . import job_policy
+from .model import rfc3339
 from .pod import PodSpec
 
 # What the kubelet writes on the pod itself (status.reason) for these outcomes.
@@ -20,7 +21,7 @@ _POD_REASONS = {"DeadlineExceeded", "Evicted"}
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return rfc3339(time.time())
 
 
 class Generation:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from . import events as ev
 from .expr import format_value
 from .model import BAD_PHASES, ERROR, FAILED, SUCCEEDED, WorkflowError, param_str, parse_int
-from .nodes import NODE_ERRORS, rfc3339
+from .model import rfc3339
+from .nodes import NODE_ERRORS
 from .substitute import Scope
 
 if TYPE_CHECKING:

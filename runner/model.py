@@ -12,10 +12,17 @@ import hashlib
 import re
 import secrets
 import string
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+
+def rfc3339(t: float | None) -> str:
+    """A Kubernetes/Argo timestamp (second precision, UTC); '' for no time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) if t else ""
+
 
 ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate")
 

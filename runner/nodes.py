@@ -16,7 +16,7 @@ from . import depends as dep
 from . import events as ev
 from .expr import ExprError
 from .model import (DONE_PHASES, ERROR, FAILED, OMITTED, PENDING, RUNNING, SKIPPED, SUCCEEDED,
-                    WorkflowError, node_id)
+                    WorkflowError, node_id, rfc3339)
 from .pod import PodError
 from .resource import ResourceError
 from .substitute import SubstitutionError
@@ -38,10 +38,6 @@ def continues(task: dict, phase: str) -> bool:
     """Argo's ``continueOn``: a Failed/Errored task that does not fail its parent."""
     co = task.get("continueOn") or {}
     return bool((phase == FAILED and co.get("failed")) or (phase == ERROR and co.get("error")))
-
-
-def rfc3339(t: float | None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) if t else ""
 
 
 @dataclass

@@ -16,7 +16,6 @@ steps); a dag/steps template's ``parallelism`` bounds its running children.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from . import dag, leaf, lifecycle, steps
@@ -24,7 +23,7 @@ from . import events as ev
 from .fanout import NullLock
 from .jobset import JobSetController
 from .metrics import emit_metrics
-from .model import ERROR, WorkflowDoc, WorkflowError, param_str, parse_int, pod_name, template_type
+from .model import ERROR, WorkflowDoc, WorkflowError, param_str, parse_int, pod_name, rfc3339, template_type
 from .nodes import NODE_ERRORS, Node, NodeBook, error_text
 from .pod import PodRunner
 from .retry import run_with_retries
@@ -68,7 +67,7 @@ class Executor(NodeBook):
             "name": name,
             "namespace": namespace,
             "uid": uid,
-            "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
+            "creationTimestamp": rfc3339(created),
             "serviceAccountName": self.spec.get("serviceAccountName") or "default",
             "mainEntrypoint": self.spec["entrypoint"],
             "parameters": dict(parameters),
