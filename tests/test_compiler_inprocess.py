@@ -16,7 +16,7 @@ import shlex
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, load_flow
+from flowtools import EXAMPLES, gang_flow, load_flow
 from mfargo import pipeline
 from mfargo.compiler import CompileError, CompileOptions, command as sh, ir, naming
 
@@ -179,35 +179,10 @@ def test_every_script_of_every_example_is_bash_with_hostile_free_words(workflows
 
 # --- per-role pods: the control's own size, checked like the step's ------------------
 
-GANG_FLOW = """
-from metaflow import FlowSpec, step, parallel, kubernetes, jobset
-
-
-class RolesFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    @jobset(control=%r)
-    @kubernetes(cpu=1, memory=1000)
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-"""
-
 
 def compile_gang(tmp_path, control):
     path = tmp_path / ("roles_%d.py" % abs(hash(repr(control))))
-    path.write_text(GANG_FLOW % (control,))
+    path.write_text(gang_flow("RolesFlow", "@jobset(control=%r)\n@kubernetes(cpu=1, memory=1000)" % (control,)))
     flow = load_flow(path, "mfargo_roles_%s" % path.stem)
     return pipeline.compile_ir(flow, flow._graph, OPTIONS)
 

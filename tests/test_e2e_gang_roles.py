@@ -5,37 +5,15 @@ import re
 
 import yaml
 
-from flowtools import templates
+from flowtools import gang_flow, templates
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-ROLES = """
-from metaflow import FlowSpec, step, parallel, jobset, resources, timeout
-
-class RolesFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=3)
-
+ROLES = gang_flow("RolesFlow", """
     @jobset(control={"cpu": 64, "memory": 2048, "image": "python:3.12", "node_selector": {"pool": "ps"},
                      "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ps", "effect": "NoSchedule"}]})
     @resources(cpu=1, memory=8192)
     @timeout(seconds=6)
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    RolesFlow()
-"""
+""", num_parallel=3)
 
 
 def _pods(doc):

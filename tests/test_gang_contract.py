@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, script, templates
+from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, gang_flow, script, templates
 
 
 def as_substituted(manifest: str) -> str:
@@ -194,25 +194,7 @@ def test_join_input_paths_built_in_the_pod(tmp_path, doc, n):
 
 
 def test_no_retries_means_no_retries_tag(tmp_path):
-    doc = compile_source(tmp_path, """
-        from metaflow import FlowSpec, step, parallel
-        class G(FlowSpec):
-            @step
-            def start(self):
-                self.next(self.train, num_parallel=1)
-            @parallel
-            @step
-            def train(self):
-                self.next(self.join)
-            @step
-            def join(self, inputs):
-                self.next(self.end)
-            @step
-            def end(self):
-                pass
-        if __name__ == "__main__":
-            G()
-    """)[0]
+    doc = compile_source(tmp_path, gang_flow("G", num_parallel=1))[0]
     train = templates(doc)["train"]
     assert "retryStrategy" not in train
     assert "{{retries}}" not in json.dumps(train)
@@ -220,26 +202,7 @@ def test_no_retries_means_no_retries_tag(tmp_path):
 
 
 def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
-    doc = compile_source(tmp_path, """
-        from metaflow import FlowSpec, step, parallel, catch
-        class G(FlowSpec):
-            @step
-            def start(self):
-                self.next(self.train, num_parallel=2)
-            @catch(var="failure")
-            @parallel
-            @step
-            def train(self):
-                self.next(self.join)
-            @step
-            def join(self, inputs):
-                self.next(self.end)
-            @step
-            def end(self):
-                pass
-        if __name__ == "__main__":
-            G()
-    """)[0]
+    doc = compile_source(tmp_path, gang_flow("G", '@catch(var="failure")'))[0]
     train = templates(doc)["train"]
     assert train["retryStrategy"]["limit"] == 3  # @catch's error retries, each a new JobSet
     manifest = train["resource"]["manifest"]
@@ -247,27 +210,10 @@ def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
     assert "--max-user-code-retries" not in manifest  # 0 user retries: @catch runs on the first failure
 
 
-JOBSET_PLACEMENT = """
-from metaflow import FlowSpec, step, parallel, retry, jobset
-class G(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
+JOBSET_PLACEMENT = gang_flow("G", """
     @jobset(queue="team-a", exclusive_topology="cloud.google.com/gke-nodepool", max_restarts=2)
     @retry(times=1)
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-    @step
-    def end(self):
-        pass
-if __name__ == "__main__":
-    G()
-"""
+""")
 
 
 def test_jobset_decorator_places_and_restarts_the_gang(tmp_path):
