@@ -130,13 +130,26 @@ def code_lines(code_dir: str | None, package_commands: tuple[str, ...]) -> list[
     return lines
 
 
-def preamble(code_dir: str | None, package_commands: tuple[str, ...]) -> list[Line]:
-    """A step's start: the code, then a file for its input paths."""
-    return code_lines(code_dir, package_commands) + [paths_file_line()]
+def preamble(code_dir: str | None, package_commands: tuple[str, ...], datastore: str) -> list[Line]:
+    """A step pod's start, before its own script: the code, then ``pod_setup``."""
+    return code_lines(code_dir, package_commands) + pod_setup(datastore)
 
 
-def paths_file_line() -> Line:
-    return (Raw("%s=$(mktemp)" % PATHS_FILE),)
+def pod_setup(datastore: str) -> list[Line]:
+    """What every step pod prepares: a file for its input paths, a shell that waits for a
+    command saving logs when the pod is stopped (SIGTERM/SIGINT), and the part of
+    Metaflow's mflog env that does not name the task (``task_log_env`` does)."""
+    return [
+        (Raw("%s=$(mktemp)" % PATHS_FILE),),
+        (Raw("trap 'exit 143' TERM INT"),),
+        (
+            Raw("export"),
+            Raw("%s=x" % LogEnv.UNBUFFERED),
+            Cat((Raw("%s=" % LogEnv.DATASTORE), Lit(datastore))),
+            Raw('%s="$(mktemp)"' % LogEnv.STDOUT),
+            Raw('%s="$(mktemp)"' % LogEnv.STDERR),
+        ),
+    ]
 
 
 def unset_if_empty(names: list[str]) -> list[Line]:
@@ -224,24 +237,16 @@ def metaflow_call(call: StepCall) -> Line:
     return tuple(tokens)
 
 
-def task_log_setup(datastore: str, pathspec_prefix: str, task_id: Token, attempt: Token | None) -> list[Line]:
-    """Name the task whose logs the pod keeps (Metaflow's mflog env) and make the shell
-    wait for a command that is saving them when the pod is stopped (SIGTERM/SIGINT).
+def task_log_env(pathspec_prefix: str, task_id: Token, attempt: Token | None) -> Line:
+    """Name the task whose logs the pod keeps (the rest of mflog's env is in ``pod_setup``).
 
     ``pathspec_prefix`` is ``flow/run/step/``; the task id is completed in the pod.
     """
-    return [
-        (Raw("trap 'exit 143' TERM INT"),),
-        (
-            Raw("export"),
-            Raw("%s=x" % LogEnv.UNBUFFERED),
-            Cat((Raw("%s=" % LogEnv.DATASTORE), Lit(datastore))),
-            Cat((Raw("%s=" % LogEnv.PATHSPEC), Lit(pathspec_prefix), task_id)),
-            Cat((Raw("%s=" % LogEnv.ATTEMPT), attempt if attempt is not None else Lit("0"))),
-            Raw('%s="$(mktemp)"' % LogEnv.STDOUT),
-            Raw('%s="$(mktemp)"' % LogEnv.STDERR),
-        ),
-    ]
+    return (
+        Raw("export"),
+        Cat((Raw("%s=" % LogEnv.PATHSPEC), Lit(pathspec_prefix), task_id)),
+        Cat((Raw("%s=" % LogEnv.ATTEMPT), attempt if attempt is not None else Lit("0"))),
+    )
 
 
 def with_task_logs(line: Line, *, last: bool = False) -> Line:

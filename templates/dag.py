@@ -16,8 +16,6 @@ from mfargo.compiler.constants import Param
 
 from . import expr, gang_report, wiring
 
-ROOT_CTX = ""
-
 
 @dataclass(frozen=True, slots=True)
 class Node:
@@ -50,7 +48,7 @@ def _depth(wf: ir.Workflow, name: str) -> int:
 
 
 def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template:
-    ctx = ROOT_CTX if scope is None else expr.input_param(Param.CTX)
+    ctx = wiring.ROOT_CTX if scope is None else expr.input_param(Param.CTX)
     steps = [s for s in wf.steps.values() if s.scope == scope]
     tasks = []
     for step in steps:
@@ -153,5 +151,7 @@ def _node(step: ir.Step) -> Node:
     return Node(wiring.task_name(step.name), step.condition)
 
 
-def _arguments(args: list[wiring.Arg]) -> m.Arguments:
+def _arguments(args: list[wiring.Arg]) -> m.Arguments | None:
+    if not args:
+        return None
     return m.Arguments(parameters=[m.Parameter(name=a.name, value=a.value) for a in args])

@@ -88,7 +88,7 @@ def annotations(wf: ir.Workflow) -> dict[str, str]:
 def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
     # Run after templateDefaults' shared command, which gets the code as for every step.
     # Its output is kept as the logs of task `_hook_<fn>/1`, where core Metaflow puts them.
-    lines = sh.task_log_setup(wf.datastore, "%s/_hook_%s/" % (run_pathspec(wf), h.function), sh.Lit("1"), None)
+    lines = [sh.task_log_env("%s/_hook_%s/" % (run_pathspec(wf), h.function), sh.Lit("1"), None)]
     hook = (sh.Raw("python -m"), sh.Lit(EXIT_HOOK_MODULE), sh.Lit(wf.script), sh.Lit(h.function),
             sh.Lit(run_pathspec(wf)))
     lines.append(sh.with_task_logs(hook, last=True))

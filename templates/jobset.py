@@ -31,7 +31,7 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
     """The resource template of a @parallel step: create this attempt's JobSet, wait for it."""
     return m.Template(
         name=wiring.task_name(step.name),
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
+        inputs=wiring.template_inputs_model(step, wf),
         metadata=common.step_metadata(step, step.retry),
         # Bounds the wait too: a gang that never gets scheduled fails the step.
         active_deadline_seconds=m.IntOrString(step.timeout_seconds),

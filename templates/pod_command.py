@@ -8,22 +8,20 @@ from mfargo.compiler.constants import Env, Param
 
 from . import common, expr, gang, wiring
 
-CTX = expr.input_param(Param.CTX)
-
 
 def shared_command(wf: ir.Workflow) -> list[str]:
     """templateDefaults' command, shared by every step's pod: stop on errors, get the code,
-    then run the step's own script (``step_args``)."""
-    return sh.shared_step_command(sh.code_lines(wf.code.image_dir, wf.code.package_commands))
+    prepare the pod, then run the step's own script (``step_args``)."""
+    return sh.shared_step_command(sh.preamble(wf.code.image_dir, wf.code.package_commands, wf.datastore))
 
 
 def step_args(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """A plain step's own script (after ``shared_command``): write input paths, (init,) run the step."""
-    lines = [sh.paths_file_line()]
-    lines += input_path_lines(step, wf)
+    lines = input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
-    call = _call(step, wf, sh.Lit(naming.task_id(step.name, CTX, iteration)), split_index=_split_index(step))
-    lines += task_log_setup(call, wf)
+    task_id = naming.task_id(step.name, wiring.step_ctx(step), iteration)
+    call = _call(step, wf, sh.Lit(task_id), split_index=_split_index(step))
+    lines.append(task_log_env(call, wf))
     lines += sh.bootstrap_lines(step.bootstrap_commands)
     if isinstance(step.inputs, ir.FromParameters):
         for p in wf.parameters:
@@ -38,24 +36,24 @@ def step_args(step: ir.Step, wf: ir.Workflow) -> list[str]:
 
 def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """Every gang pod, control or worker: its role comes from the JobSet env contract."""
-    lines = sh.preamble(wf.code.image_dir, wf.code.package_commands)
-    lines.append(gang.pod_input_path(step.gang, CTX))
+    lines = sh.preamble(wf.code.image_dir, wf.code.package_commands, wf.datastore)
+    lines.append(gang.pod_input_path(step.gang, wiring.step_ctx(step)))
     counter = gang.attempt_counter(wf.flow_name, step.name)
     setup, attempt, max_retries = sh.gang_attempt(
         common.attempt_tag(step.retry), step.gang.placement.max_restarts, step.retry.user_retries, counter)
     call = _call(step, wf, gang.pod_task_id(), split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
                  num_parallel=gang.NUM_PARALLEL, retry_count=attempt, max_retries=max_retries)
     lines += setup
-    lines += task_log_setup(call, wf)
+    lines.append(task_log_env(call, wf))
     lines += sh.bootstrap_lines(step.bootstrap_commands)
     lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
     return sh.bash(lines)
 
 
-def task_log_setup(call: sh.StepCall, wf: ir.Workflow) -> list[sh.Line]:
+def task_log_env(call: sh.StepCall, wf: ir.Workflow) -> sh.Line:
     """The task's logs (its init's output too) are saved under its own pathspec and attempt."""
     prefix = "%s/%s/%s/" % (wf.flow_name, call.run_id, call.step)
-    return sh.task_log_setup(wf.datastore, prefix, call.task_id, call.retry_count)
+    return sh.task_log_env(prefix, call.task_id, call.retry_count)
 
 
 def _call(step, wf, task_id, split_index=None, ubf=None, num_parallel=None, retry_count=None,
@@ -87,19 +85,20 @@ def _split_index(step: ir.Step):
 def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
     """Write this task's input paths to the paths file, built from the YAML alone."""
     source = step.inputs
+    ctx = wiring.step_ctx(step)
     loop_ids = wiring.parent_task_ids(step, wf)
     if step.recursive or isinstance(source, ir.FromCaller):
         return [sh.write_paths(sh.Lit(expr.input_param(Param.INPUT_PATHS)))]
     if isinstance(source, (ir.FromParameters, ir.FromParents)):
-        return [sh.write_paths(sh.Lit(wiring.static_paths(source, CTX, loop_ids)))]
+        return [sh.write_paths(sh.Lit(wiring.static_paths(source, ctx, loop_ids)))]
     if isinstance(source, ir.FromForeach) and len(source.body_last) > 1:
-        split_ctx = naming.child_ctx(CTX, "")
+        split_ctx = naming.child_ctx(ctx, "")
         lines = sh.last_steps_lines(expr.input_param(Param.LAST_STEP), naming.task_id("", split_ctx))
         return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var("ids"))))]
     if isinstance(source, ir.FromForeach):
         [last] = source.body_last
         prefix = "%s/%s/:" % (wiring.RUN_ID, last)
-        lines = sh.id_list_lines(None, naming.task_id(last, naming.child_ctx(CTX, "")), expr.input_param(Param.SPLIT_CARDINALITY))
+        lines = sh.id_list_lines(None, naming.task_id(last, naming.child_ctx(ctx, "")), expr.input_param(Param.SPLIT_CARDINALITY))
         return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
     if isinstance(source, ir.Gang):
         return gang.join_input_paths(source)
@@ -109,7 +108,7 @@ def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
         (
             expr.input_param(wiring.status_param(p)),
             [expr.input_param(wiring.status_param(r)) for r in rivals.get(p, ())],
-            "%s/%s" % (p, loop_ids.get(p, naming.task_id(p, CTX))),
+            "%s/%s" % (p, loop_ids.get(p, naming.task_id(p, ctx))),
         )
         for p in source.parents
     ]

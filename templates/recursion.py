@@ -20,8 +20,7 @@ AGAIN = "again"
 
 def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     loop = naming.recursion_template_name(step.name)
-    ctx = expr.input_param(Param.CTX)
-    this_task = wiring.step_path(step.name, ctx, expr.input_param(Param.ITERATION))
+    this_task = wiring.step_path(step.name, wiring.step_ctx(step), expr.input_param(Param.ITERATION))
     passed = [m.Parameter(name=n, value=expr.input_param(n)) for n in wiring.template_inputs(step, wf)]
     # The next iteration reads this one; every other input (a foreach child's split index...)
     # passes through unchanged.
@@ -32,7 +31,7 @@ def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     again_args = [m.Parameter(name=p["name"], value=changed.get(p["name"], p["value"])) for p in passed]
     return m.Template(
         name=loop,
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
+        inputs=wiring.template_inputs_model(step, wf),
         outputs=m.Outputs(parameters=[_last(Param.TASK_ID), _last(Param.SWITCH_STEP)]),
         steps=[
             m.ParallelSteps([m.WorkflowStep(name=RUN, template=wiring.task_name(step.name), arguments=m.Arguments(parameters=passed))]),

@@ -25,7 +25,7 @@ def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequireme
         ]
     return m.Template(
         name=template_name(step),
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n in wiring.template_inputs(step, wf)]),
+        inputs=wiring.template_inputs_model(step, wf),
         outputs=_outputs(step),
         metadata=common.step_metadata(step, step.retry),
         active_deadline_seconds=m.IntOrString(step.timeout_seconds),

@@ -11,9 +11,17 @@ from dataclasses import dataclass
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
 
+from . import argo_models as m
 from . import expr, gang
 
 RUN_ID = expr.RUN_ID
+ROOT_CTX = ""  # the foreach context outside every foreach
+
+
+def step_ctx(step: ir.Step) -> str:
+    """The foreach context inside ``step``'s template: fixed outside every foreach (so the
+    template needs no input for it), the caller's `ctx` input inside a foreach body."""
+    return ROOT_CTX if step.scope is None else expr.input_param(Param.CTX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +41,7 @@ def step_path(step: str, ctx: str, iteration: str | None = None) -> str:
 
 def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
     """The parameters a DAG task passes to ``step``'s template, in scope context ``scope_ctx``."""
-    args = [Arg(Param.CTX, scope_ctx)]
+    args = [] if step.scope is None else [Arg(Param.CTX, scope_ctx)]
     if step.foreach_entry:
         args += [
             Arg(Param.SPLIT_INDEX, expr.input_param(Param.SPLIT_INDEX)),
@@ -109,6 +117,12 @@ def template_inputs(step: ir.Step, wf: ir.Workflow) -> list[str]:
     if step.recursive:
         names = [n for n in names if n != Param.ITERATION] + [Param.ITERATION]
     return list(dict.fromkeys(names))
+
+
+def template_inputs_model(step: ir.Step, wf: ir.Workflow) -> m.Inputs | None:
+    """The `inputs` of ``step``'s template (none for a top-level step without any)."""
+    names = template_inputs(step, wf)
+    return m.Inputs(parameters=[m.Parameter(name=n) for n in names]) if names else None
 
 
 def outputs(step: ir.Step) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, gang_flow, script, templates
+from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, gang_flow, pod_command, templates
 
 
 def as_substituted(manifest: str) -> str:
@@ -51,7 +51,8 @@ def substitute(text: str, values: dict[str, str]) -> str:
 
 
 def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dict | None = None) -> list[dict]:
-    """Run a pod's bash script; return one record (argv, paths) per `python` call."""
+    """Run a pod's command (`bash -c SCRIPT [NAME ARG...]`); return one record (argv, paths)
+    per `python` call."""
     bindir, record = tmp_path / "bin", tmp_path / "record"
     bindir.mkdir(exist_ok=True)
     record.mkdir(exist_ok=True)
@@ -61,9 +62,9 @@ def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dic
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
     # What Argo (tags) and then the kubelet ($$ -> $, Kubernetes' own escaping) do to the command.
-    script_text = substitute(command[2], values).replace("cd /app\n", "").replace("$$", "$")
+    argv = [substitute(word, values).replace("cd /app\n", "").replace("$$", "$") for word in command]
     full_env = {**(env or {}), "PATH": "%s:%s" % (bindir, os.environ["PATH"]), "RECORD_DIR": str(record)}
-    subprocess.run(["bash", "-c", script_text], env=full_env, check=True, timeout=30)
+    subprocess.run(argv, env=full_env, check=True, timeout=30)
     calls = []
     for argv_file in sorted(record.glob("argv.*"), key=lambda p: int(p.suffix[1:])):
         paths = record / ("paths" + argv_file.suffix)
@@ -187,7 +188,7 @@ def test_control_and_worker_task_ids_and_split_indices(tmp_path, pods):
 @pytest.mark.parametrize("n", [1, 2, 5])
 def test_join_input_paths_built_in_the_pod(tmp_path, doc, n):
     values = dict(VALUES, **{"inputs.parameters.num-parallel": str(n)})
-    [call] = run_pod(tmp_path, ["bash", "-c", script(templates(doc)["join"])], values)
+    [call] = run_pod(tmp_path, pod_command(doc, templates(doc)["join"]), values)
     ids = ["control-e1e2e3e4e5-0"] + ["worker-e1e2e3e4e5-%d" % i for i in range(n - 1)]
     assert call["paths"] == "argo-dt-abcde/train/:" + ",".join(ids)
     assert opt(call["argv"], "--task-id") == "join"

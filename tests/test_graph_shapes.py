@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from flowtools import args, compile_source, dag_tasks, script, templates
@@ -157,7 +159,9 @@ def test_linear(tmp_path):
     assert "depends" not in tasks["start"]
     assert tasks["a"]["depends"] == "start.Succeeded"
     assert tasks["end"]["depends"] == "a.Succeeded"
-    assert "'argo-{{workflow.name}}/a/a{{inputs.parameters.ctx}}'" in script(templates(doc)["end"])
+    # Outside every foreach a task id is fixed: no context input, no tag.
+    assert "'argo-{{workflow.name}}/a/a'" in script(templates(doc)["end"])
+    assert "inputs" not in templates(doc)["end"] and "arguments" not in tasks["end"]
 
 
 def test_nested_splits_and_a_step_named_split(tmp_path):
@@ -166,7 +170,7 @@ def test_nested_splits_and_a_step_named_split(tmp_path):
     assert tasks["inner-join"]["depends"] == "b.Succeeded && c.Succeeded"
     assert tasks["join"]["depends"] == "a.Succeeded && inner-join.Succeeded"
     assert tasks["b"]["depends"] == "split.Succeeded"  # qualified, never a bare `split`
-    paths = "argo-{{workflow.name}}/:a/a{{inputs.parameters.ctx}},inner_join/inner_join{{inputs.parameters.ctx}}"
+    paths = "argo-{{workflow.name}}/:a/a,inner_join/inner_join"
     assert paths in script(templates(doc)["join"])
 
 
@@ -210,7 +214,7 @@ def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
     assert again["when"] == "{{steps.run.outputs.parameters.switch-step}} == loop"
     again_args = args(again)
     assert again_args["iteration"] == "{{=asInt(inputs.parameters['iteration']) + 1}}"
-    assert again_args["input-paths"] == "argo-{{workflow.name}}/loop/loop{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}"
+    assert again_args["input-paths"] == "argo-{{workflow.name}}/loop/loop-r{{inputs.parameters.iteration}}"
     top = dag_tasks(doc, "f")
     assert top["loop"]["template"] == "loop-loop"
     assert args(top["loop"])["iteration"] == "0"
@@ -218,7 +222,7 @@ def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
     # the step after the loop reads its last iteration, known only at run time
     assert args(top["end"])["task-id-loop"] == "{{tasks.loop.outputs.parameters.task-id}}"
     assert "'argo-{{workflow.name}}/loop/{{inputs.parameters.task-id-loop}}'" in script(tmpl["end"])
-    assert "--task-id 'loop{{inputs.parameters.ctx}}-r{{inputs.parameters.iteration}}'" in script(tmpl["loop"])
+    assert "--task-id 'loop-r{{inputs.parameters.iteration}}'" in script(tmpl["loop"])
 
 
 def test_switch_merge_uses_the_branch_that_ran(tmp_path):
@@ -290,9 +294,9 @@ def test_task_ids_differ_between_steps_and_are_never_numbers(tmp_path, source):
 
     ids = {}
     for name, tmpl in templates(_compile(tmp_path, source)).items():
-        match = "container" in tmpl and re.search(r"--task-id '([^']+)'", script(tmpl))
-        if match:
-            ids[name] = match.group(1)
+        if "container" in tmpl and "--task-id" in script(tmpl):
+            argv = shlex.split(script(tmpl).splitlines()[-1])  # the step's `exec python ...`
+            ids[name] = argv[argv.index("--task-id") + 1]
     assert len(set(ids.values())) == len(ids) >= 3
     for task_id in ids.values():
         sample = task_id.replace("{{inputs.parameters.ctx}}", "-1").replace("{{inputs.parameters.iteration}}", "0")
