@@ -78,9 +78,9 @@ def test_distributed_training_example_runs_as_a_jobset(mf_env, tmp_path):
     assert got["ranks"] == [0, 1, 2] and got["train_tasks"] == 3
 
 
-@pytest.mark.parametrize("nodes", [1, 2, 4])
+@pytest.mark.parametrize("nodes", [1, 4])  # 3, the default, in the test above
 def test_gang_size_decided_at_run_time(mf_env, tmp_path, nodes):
-    """num_parallel comes from a Parameter: N=1 (no workers), 2 and 4 all complete."""
+    """num_parallel comes from a Parameter: N=1 (no workers) and 4 complete."""
     result = run_workflow(EXAMPLES / "distributed_training.yaml", {"nodes": str(nodes)}, _code_dir(tmp_path),
                           tmp_path / "work", mf_env, 0.01, lambda e: None, timeout=300)
     assert result.status == "Succeeded", result.message
