@@ -6,7 +6,6 @@ cache answers (mfargo.cache) never loads them.
 
 from __future__ import annotations
 
-import difflib
 import json
 
 from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir, usertext
@@ -82,8 +81,10 @@ def diff(path: str, current: str | None, wanted: str) -> str:
     """A unified diff from the file's text (None: missing) to what would be written; '' if equal."""
     if current == wanted:
         return ""
+    from mfargo import textdiff
+
     return "".join(
-        difflib.unified_diff(
+        textdiff.unified_diff(
             (current or "").splitlines(keepends=True),
             wanted.splitlines(keepends=True),
             fromfile=path if current is not None else "/dev/null",
