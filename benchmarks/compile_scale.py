@@ -11,7 +11,8 @@ as CPU seconds (user + system of the whole process, Metaflow's start-up included
 Ratios: (mfargo - floor) / (core - floor), and each over the floor. Bytes: the
 WorkflowTemplate alone as compact JSON (mfargo's --only-json vs core's --only-json).
 
-Every command runs once unmeasured first, with Python's bytecode cache on (as installed:
+The four commands run in rounds (each once per round, --runs rounds), each once unmeasured
+first, with Python's bytecode cache on (as installed:
 pip compiles every package's bytecode, Metaflow's and mfargo's alike; a machine that sets
 PYTHONDONTWRITEBYTECODE would otherwise make mfargo, installed editable, compile its
 modules from source in every measured run while Metaflow's come precompiled).
@@ -130,9 +131,16 @@ def cpu_seconds(cmd: list[str], cwd: Path, env: dict, stdout=subprocess.DEVNULL)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
 
 
-def median_cpu(cmd, cwd, env, runs) -> float:
-    cpu_seconds(cmd, cwd, env)  # warm-up: bytecode written, files in the page cache
-    return statistics.median(cpu_seconds(cmd, cwd, env)[0] for _ in range(runs))
+def median_cpus(commands: dict[str, tuple[list[str], dict]], cwd: Path, runs: int) -> dict[str, float]:
+    """Median CPU of each command, run in rounds (each command once per round), so that a
+    slow spell of a shared machine falls on all of them alike rather than on one."""
+    for cmd, env in commands.values():
+        cpu_seconds(cmd, cwd, env)  # warm-up: bytecode written, files in the page cache
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (cmd, env) in commands.items():
+            samples[name].append(cpu_seconds(cmd, cwd, env)[0])
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def template_bytes(json_text: bytes) -> int:
@@ -151,14 +159,14 @@ def measure(source: str, runs: int) -> dict:
         py = sys.executable
         create = [py, "flow.py", *TOP, "argo-workflows", "create"]
         core_cmd = [py, str(HERE / "core_offline.py"), "flow.py", *TOP, "argo-workflows", "create", "--only-json"]
-        out = {
-            "floor": median_cpu([py, "flow.py", *TOP, "show"], tmp, env, runs),
-            "core": median_cpu(core_cmd, tmp, core_env, runs),
-            "mfargo": median_cpu(create + ["--only-yaml", "--no-cache"], tmp, env, runs),
-        }
         # Written from --only-yaml: --output-file would upload the code package (no S3 here).
         (tmp / "flow.yaml").write_bytes(cpu_seconds(create + ["--only-yaml"], tmp, env)[1])
-        out["check"] = median_cpu(create + ["--output-file", "flow.yaml", "--check"], tmp, env, runs)
+        out = median_cpus({
+            "floor": ([py, "flow.py", *TOP, "show"], env),
+            "core": (core_cmd, core_env),
+            "mfargo": (create + ["--only-yaml", "--no-cache"], env),
+            "check": (create + ["--output-file", "flow.yaml", "--check"], env),
+        }, tmp, runs)
         out["core_bytes"] = template_bytes(cpu_seconds(core_cmd, tmp, core_env)[1])
         out["mfargo_bytes"] = template_bytes(cpu_seconds(create + ["--only-json", "--no-cache"], tmp, env)[1])
         return out
