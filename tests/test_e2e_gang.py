@@ -3,7 +3,7 @@ exits non-zero, a control killed by SIGKILL, a gang that never gets scheduled)."
 import re
 import time
 
-
+from flowtools import gang_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
 GANG_IN_FOREACH = """
@@ -190,32 +190,10 @@ def test_gang_faults_retry_with_a_new_jobset(mf_env, tmp_path):
     assert got["killed_a0"]["successful"] is False and got["killed_a0"]["attempt"] == 0
 
 
-NEVER_SCHEDULED = """
-from metaflow import FlowSpec, step, parallel, resources, timeout
-
-class GangPendingFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
+NEVER_SCHEDULED = gang_flow("GangPendingFlow", """
     @resources(gpu=1)
     @timeout(seconds=4)
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    GangPendingFlow()
-"""
+""")
 
 
 def test_gang_that_is_never_scheduled_fails_at_its_deadline(mf_env, tmp_path):
