@@ -48,7 +48,7 @@ def _depth(wf: ir.Workflow, name: str) -> int:
 
 
 def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template:
-    ctx = wiring.ROOT_CTX if scope is None else expr.input_param(Param.CTX)
+    ctx = wiring.ctx_inside(scope)
     steps = [s for s in wf.steps.values() if s.scope == scope]
     tasks = []
     for step in steps:

@@ -18,10 +18,15 @@ RUN_ID = expr.RUN_ID
 ROOT_CTX = ""  # the foreach context outside every foreach
 
 
+def ctx_inside(scope: str | None) -> str:
+    """The foreach context inside a template of ``scope`` (the foreach step whose body it is):
+    fixed outside every foreach (so no input is needed for it), else the caller's `ctx` input."""
+    return ROOT_CTX if scope is None else expr.input_param(Param.CTX)
+
+
 def step_ctx(step: ir.Step) -> str:
-    """The foreach context inside ``step``'s template: fixed outside every foreach (so the
-    template needs no input for it), the caller's `ctx` input inside a foreach body."""
-    return ROOT_CTX if step.scope is None else expr.input_param(Param.CTX)
+    """The foreach context inside ``step``'s template."""
+    return ctx_inside(step.scope)
 
 
 @dataclass(frozen=True, slots=True)
