@@ -28,6 +28,10 @@ A ``depends`` task has no such gap, on 3.7 and 4.x alike (workflow/controller/da
   the DAG succeeds; on failure the gang's branch is Failed (the join and what follows are
   Omitted and inherit it) and the DAG fails whatever the report ends with. A gang inside
   a foreach gets its report inside the same body DAG.
+
+A nested DAG { JobSet task, report task } as the gang's template would also escape #16057,
+but the gang task's phase would then be the report's (it must fail for the gang to fail)
+and every input would be forwarded once more.
 """
 
 from __future__ import annotations
