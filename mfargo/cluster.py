@@ -1,5 +1,7 @@
 """A small client for the Argo objects mfargo deploys, over the official `kubernetes`
-client's CustomObjectsApi and the user's kube config (or the in-cluster service account).
+client's CustomObjectsApi and the user's kube config (or the in-cluster service account);
+and the few reads `create` checks first (API discovery, a Secret's keys, a service account:
+CoreV1Api).
 
 Every failure is a ``ClusterError`` whose message is one line a user can act on:
 no kube config, the API server unreachable, 401/403 (credentials, RBAC), 404, 409.
