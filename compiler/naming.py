@@ -85,7 +85,7 @@ def recursion_template_name(step: str) -> str:
 
 
 def gang_report_template_name(step: str) -> str:
-    """The hook template that reports why a gang step failed."""
+    """The DAG task and template that report why a gang step failed."""
     return "%s-failure-report" % template_name(step)
 
 

@@ -53,6 +53,8 @@ def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template
     tasks = []
     for step in steps:
         tasks.append(_step_task(wf, step, ctx))
+        if step.gang:
+            tasks.append(gang_report.task(step))
         if step.transition is ir.Transition.FOREACH:
             tasks.append(_fan_out_task(step, ctx))
     inputs = outputs = None
@@ -88,7 +90,6 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
         depends=_depends(wf, step),
         when=when,
         arguments=_arguments(wiring.arguments(step, ctx, wf)),
-        hooks=gang_report.hooks(step) if step.gang else None,
     )
 
 
