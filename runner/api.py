@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from . import preflight
+from . import include_files, preflight
 from .interpreter import check_interpreter, needed_paths, with_interpreter_path
 from .jobset import JobSetController
 from .kube_api import KubeApiServer
@@ -168,6 +168,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     on_event = _safe_callback(on_event or ev.null_callback)
     base_env = with_interpreter_path(dict(os.environ if env is None else env), interpreter, work_dir)
     interpreter_paths = needed_paths(interpreter, base_env)
+    include_files.ensure(doc, params, code_dir, base_env, on_event)  # before any pod starts
 
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
