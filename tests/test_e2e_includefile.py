@@ -21,7 +21,7 @@ import yaml
 from flowtools import clean_env
 from mfargo.compiler.constants import Label
 from mfargo.runner import include_files
-from mfargo.runner.model import WorkflowError
+from mfargo.runner.model import WorkflowDoc, WorkflowError
 from k8s_fake import kube  # noqa: F401 - fixture
 from test_e2e_support import Compiled, compile_flow, mf_env_for, tail  # noqa: F401
 
@@ -296,3 +296,15 @@ def test_create_uploads_and_trigger_uploads_a_new_local_file(s3_server, tmp_path
     assert descriptor["url"].endswith("/IncludeFlow/" + sha1(b"a new file\n").hexdigest())
     assert descriptor["size"] == len("a new file\n") and descriptor["type"] == "uploader-v2"
     assert compiled.client(EXISTS, descriptor["url"])["exists"] is True
+
+
+@pytest.mark.parametrize("named", ["../secret.txt", "/etc/hostname", "sub/../../secret.txt"])
+def test_a_yaml_naming_a_file_outside_the_code_dir_uploads_nothing(tmp_path, named):
+    # Users run YAML they did not write: only files inside --code-dir are ever uploaded.
+    (tmp_path / "secret.txt").write_text("not for the datastore\n")
+    (tmp_path / "code").mkdir()
+    value = json.dumps({"type": "uploader-v2", "url": "s3://b/data/F/" + "0" * 40, "sub-type": "uploaded"})
+    doc = WorkflowDoc({"metadata": {"annotations": {include_files.ANNOTATION: json.dumps({"text": named})}},
+                       "spec": {"entrypoint": "main", "arguments": {"parameters": [{"name": "text", "value": value}]}}})
+    [found] = include_files.defaults(doc, {"text": value}, tmp_path / "code")
+    assert found.local is None and found.why_not == f"{named} is outside the code directory {tmp_path / 'code'}"
