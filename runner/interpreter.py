@@ -75,8 +75,10 @@ def needed_paths(python: str, env: dict[str, str]) -> list[str]:
     if python == sys.executable:
         return list(_own_paths())
     try:
-        proc = subprocess.run([python, python_paths.__file__], env=env, capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL, cwd="/")
+        # (its source with -c: run as a file, runner/ would come first on sys.path and shadow
+        # the standard library's `resource`)
+        proc = subprocess.run([python, "-c", Path(python_paths.__file__).read_text()], env=env, capture_output=True,
+                              text=True, timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL, cwd="/")
         if proc.returncode == 0:
             return list(json.loads(proc.stdout.strip().splitlines()[-1]))
         why = (proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode])[-1]

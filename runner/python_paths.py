@@ -5,7 +5,7 @@ packages there without putting them on ``sys.path``).
 
 A pod's private ``/tmp`` (and any other mount) hides whatever of these lies under it,
 so :mod:`runner.mountns` binds them back.  Imported for the interpreter running mfargo;
-run as a script (``python python_paths.py``, standard library only) for another one.
+its source is run (``python -c``, standard library only) by another one.
 """
 import json
 import os
