@@ -181,6 +181,10 @@ def _annotations(graph, options: CompileOptions) -> tuple[tuple[str, str], ...]:
         ]
     if options.code_in_image:
         out.append((Label.CODE_DIR, options.code_in_image))
+    if options.include_file_paths:
+        import json
+
+        out.append((Label.INCLUDE_FILES, json.dumps(dict(options.include_file_paths), sort_keys=True)))
     if options.title:
         out.append((Label.TITLE, options.title))
     if options.description:

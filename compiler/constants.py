@@ -117,6 +117,9 @@ class Label:
     TITLE: Final = "workflows.argoproj.io/title"
     DESCRIPTION: Final = "workflows.argoproj.io/description"
     CODE_DIR: Final = "mfargo/code-dir"
+    # {IncludeFile name: its default's path in the flow's directory}: `mfargo run` uploads a
+    # default the datastore lacks (--only-yaml uploads nothing) from the code directory.
+    INCLUDE_FILES: Final = "mfargo/include-files"
     # Set when deploying (mfargo.deploy), read back by later commands and Metaflow's Deployer.
     OWNER: Final = "metaflow/owner"
     TRIGGERED_BY: Final = "metaflow/triggered_by_user"

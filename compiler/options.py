@@ -36,3 +36,4 @@ class CompileOptions:
     title: str | None = None  # --workflow-title: Argo UI annotation
     description: str | None = None  # --workflow-description: Argo UI annotation
     include_files: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> Metaflow's descriptor (JSON)
+    include_file_paths: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> its path in the flow's directory

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from . import preflight
-from .interpreter import check_interpreter, with_interpreter_path
+from . import include_files, preflight
+from .interpreter import check_interpreter, needed_paths, with_interpreter_path
 from .jobset import JobSetController
 from .kube_api import KubeApiServer
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
@@ -167,6 +167,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     work_dir.mkdir(parents=True, exist_ok=True)
     on_event = _safe_callback(on_event or ev.null_callback)
     base_env = with_interpreter_path(dict(os.environ if env is None else env), interpreter, work_dir)
+    interpreter_paths = needed_paths(interpreter, base_env)
+    include_files.ensure(doc, params, code_dir, base_env, on_event)  # before any pod starts
 
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
@@ -187,7 +189,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
                          on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
                          stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
-                         node_capacity=node_capacity)
+                         node_capacity=node_capacity, interpreter_paths=interpreter_paths)
         jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
         kube_api = KubeApiServer(jobsets)  # what KUBERNETES_SERVICE_HOST is in a cluster
         await kube_api.start()

@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from . import events as ev
-from . import readback, serve, workdir
+from . import include_files, readback, serve, workdir
 from .interpreter import check_interpreter
 from .model import WorkflowError, load_document
 
@@ -59,17 +59,10 @@ def include_file_paths_absolute(doc: dict, params: dict[str, str]) -> dict[str, 
                 ((doc.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
     out = dict(params)
     for name, value in params.items():
-        if _is_include_file_descriptor(defaults.get(name)) and value and not os.path.isabs(value) \
+        if include_files.descriptor(defaults.get(name)) and value and not os.path.isabs(value) \
                 and os.path.isfile(value):
             out[name] = os.path.abspath(value)
     return out
-
-
-def _is_include_file_descriptor(value) -> bool:
-    try:
-        return isinstance(value, str) and json.loads(value).get("type", "").startswith("uploader")
-    except (ValueError, AttributeError):
-        return False
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,8 @@ one documented way each:
   (``value`` with Kubernetes ``$(VAR)`` expansion, ``fieldRef`` from the pod's
   metadata, ``resourceFieldRef``; ``secretKeyRef``/``configMapKeyRef`` only if the
   runner was given that secret/config map, else an error naming it).  ``TMPDIR``,
-  ``HOSTNAME`` and ``PYTHONPATH`` (= runner/site, code dir, then the rest) are set.
+  ``HOSTNAME`` and ``PYTHONPATH`` (= runner/site, code dir, then the rest; with mount
+  namespaces a path inside the code dir is given as its container path) are set.
 * **DNS**: ``runner/site/sitecustomize.py`` (first on PYTHONPATH) resolves
   ``*.svc.cluster.local`` and the names listed in the run's hosts file
   (``MFARGO_RUNNER_HOSTS_FILE``) to 127.0.0.1 inside every Python process.
@@ -108,7 +109,8 @@ class PodRunner(PodSetup):
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True,
                  private_tmp: bool = True, force_env: dict[str, str | None] | None = None,
-                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None):
+                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None,
+                 interpreter_paths: list[str] | None = None):
         self.work_dir = Path(work_dir)
         self.base_env = dict(base_env)
         self.code_dir = Path(code_dir).resolve() if code_dir else None
@@ -123,6 +125,8 @@ class PodRunner(PodSetup):
         # where this machine allows it (default: if it does), else path prefixes rewritten.
         self.mount_namespaces = mountns.available() if mount_namespaces is None else mount_namespaces
         self.created_mount_points: set[str] = set()
+        # Host paths the pods' interpreter reads (runner.interpreter.needed_paths): never hidden.
+        self.interpreter_paths = list(interpreter_paths or [])
         # Applied after the container's own env (None = remove), e.g. ``mfargo run --user``.
         self.force_env = dict(force_env or {})
         # The one node's allocatable resources (None = unlimited): a pod requesting more

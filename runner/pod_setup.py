@@ -58,6 +58,24 @@ def map_path(path: str, mounts: list[tuple[str, Path]]) -> Path | None:
     return None
 
 
+def container_path(path: str, mounts: list[tuple[str, Path]]) -> str:
+    """``path`` as the container sees it: a host path inside a mount's host directory
+    becomes that mount's path (the innermost mount wins); anything else is unchanged."""
+    if not os.path.isabs(path):
+        return path
+    real = os.path.realpath(path)
+    best = None
+    for cpath, hpath in mounts:
+        host = os.path.realpath(hpath)
+        if real == host or real.startswith(host.rstrip("/") + "/"):
+            if best is None or len(host) > len(best[1]):
+                best = (cpath, host)
+    if best is None:
+        return path
+    rest = real[len(best[1]):].lstrip("/")
+    return best[0].rstrip("/") + ("/" + rest if rest else "") or "/"
+
+
 def make_rewriter(mounts: list[tuple[str, Path]]) -> Callable[[str], str]:
     """Rewrite container path prefixes (as whole path components) into host paths."""
     pairs = sorted(((c.rstrip("/"), str(h)) for c, h in mounts if c.rstrip("/")),
@@ -265,12 +283,7 @@ class PodSetup:
                 env[k] = v
         env["HOSTNAME"] = pod.hostname or pod.name
         env.setdefault("TMPDIR", str(pod_dir / "tmp"))
-        parts = [str(SITE_DIR)]
-        if self.code_dir:
-            parts.append(str(self.code_dir))
-        if env.get("PYTHONPATH"):
-            parts.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(parts)
+        env["PYTHONPATH"] = self._pythonpath(env.get("PYTHONPATH", ""), mounts)
         env["MFARGO_RUNNER_HOSTS_FILE"] = str(self.hosts_file)
         env["MFARGO_POD_HOSTNAME"] = pod.hostname or pod.name
         if self.private_tmp:
@@ -294,10 +307,10 @@ class PodSetup:
         if self.mount_namespaces:
             binds = mountns.ordered(mounts)
             self.created_mount_points.update(mountns.claim_mount_points(binds))
-            # The caller's env names host paths (METAFLOW_DATASTORE_SYSROOT_LOCAL, a venv on PATH...):
-            # they stay host paths inside the pod.
-            needed = [str(self.work_dir), str(self.code_dir or ""), *mountns.host_paths(self.base_env),
-                      *env.get("PYTHONPATH", "").split(os.pathsep)]
+            # The caller's env names host paths (METAFLOW_DATASTORE_SYSROOT_LOCAL, a venv on PATH...),
+            # and the interpreter reads its prefix and sys.path: they stay host paths inside the pod.
+            needed = [str(self.work_dir), str(self.code_dir or ""), str(SITE_DIR),
+                      *mountns.host_paths(self.base_env), *self.interpreter_paths]
             return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": binds, "message_file": message_file,
                     "kept": mountns.keep_visible(binds, needed),
                     "workdir": str(c["workingDir"]) if c.get("workingDir") else None}
@@ -308,6 +321,20 @@ class PodSetup:
                 cwd = Path(mapped)
         return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": None, "kept": None, "workdir": None,
                 "message_file": message_file}
+
+    def _pythonpath(self, given: str, mounts: list[tuple[str, Path]]) -> str:
+        """runner/site, the code directory, then ``given``.  In a mount namespace a path
+        inside a mounted host directory is written as its container path (the code
+        directory as ``/app``, where the pod runs): the pod's Python then sees one copy of
+        each package, and Metaflow refuses two copies of a ``metaflow_extensions``."""
+        entries = [str(SITE_DIR)] + ([str(self.code_dir)] if self.code_dir else []) + given.split(os.pathsep)
+        if self.mount_namespaces:
+            entries = [container_path(e, mounts) for e in entries]
+        out: list[str] = []
+        for e in entries:
+            if e and e not in out:
+                out.append(e)
+        return os.pathsep.join(out)
 
     def _warn_host_tmp(self, pod: PodSpec, texts: list[str]) -> None:
         """A /tmp/<x> the spec names that exists on this machine was probably meant to be shared."""

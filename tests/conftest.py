@@ -31,6 +31,7 @@ SLOW_FIRST = (
     "tests/test_cache.py",
     "tests/test_injection.py",
     "tests/test_e2e_cli.py",
+    "tests/test_install.py",
 )
 
 

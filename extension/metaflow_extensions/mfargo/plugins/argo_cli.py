@@ -156,7 +156,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         if deployment:
             options = replace(options, production_token=deployment[2])
         included = include_file.defaults(obj)  # offline: descriptors only
-        options = replace(options, include_files=tuple((f.parameter, f.descriptor) for f in included))
+        options = replace(options, include_files=tuple((f.parameter, f.descriptor) for f in included),
+                          include_file_paths=tuple((f.parameter, f.in_flow_dir) for f in included if f.in_flow_dir))
         workflow = pipeline.compile_ir(obj.flow, obj.graph, options, inputs.flow_decorators(obj.flow))
         workflow = with_environment(workflow, *inputs.step_environments(obj))
         if graph:
