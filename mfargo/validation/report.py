@@ -112,6 +112,11 @@ class Doc:
                 self.add(path, e.message)
 
     def labels(self, meta: Any, path: list) -> None:
+        """Label and annotation keys and values, and the annotations' total size."""
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        problem = k8s_syntax.annotations_size_problem(annotations) if isinstance(annotations, dict) else None
+        if problem:
+            self.add(path + ["annotations"], problem)
         for field in ("labels", "annotations"):
             items = meta.get(field) if isinstance(meta, dict) else None
             for k, v in (items.items() if isinstance(items, dict) else ()):
