@@ -116,10 +116,16 @@ def _check_options(options: CompileOptions) -> None:
         rules.tag(tag)
     for name, value in options.config_env + (("--datastore-root", options.datastore_root or ""),):
         rules.no_url_credentials(name, value)
-    if options.max_workers < 1:
-        raise CompileError("--max-workers must be at least 1, not %d" % options.max_workers)
-    if options.timeout_seconds is not None and options.timeout_seconds <= 0:
-        raise CompileError("--workflow-timeout must be more than 0 seconds, not %d" % options.timeout_seconds)
+    # Each lands in a field of the Go size named (Argo's WorkflowSpec).
+    rules.count(None, None, "--max-workers", options.max_workers, minimum=1)  # parallelism: int64
+    if options.timeout_seconds is not None:  # activeDeadlineSeconds: int64
+        rules.count(None, None, "--workflow-timeout", options.timeout_seconds, minimum=1)
+    if options.priority is not None:  # priority: int32
+        rules.count(None, None, "--workflow-priority", options.priority, minimum=-rules.INT32_MAX - 1,
+                    maximum=rules.INT32_MAX)
+    if options.namespace is not None:
+        rules.kubernetes_name("the Kubernetes namespace (METAFLOW_KUBERNETES_NAMESPACE)", options.namespace,
+                              label=True)
 
 
 def _script_path(flow) -> str:

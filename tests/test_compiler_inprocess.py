@@ -198,8 +198,14 @@ def test_the_control_pod_gets_its_own_size(tmp_path):
     ({"cpu": "abc"}, "control.cpu must be a number"),
     ({"memory": -1}, "control.memory"),
     ({"memory": 1e30}, "more than 1 PiB"),
-    ({"image": " "}, "must be a non-empty image reference"),
+    ({"image": " "}, "has whitespace"),
     ({"node_selector": {"bad key!": "x"}}, "bad key!"),
+    # looser than @kubernetes once: 1.5 GPUs became '1', 0.5 MB became 0
+    ({"gpu": 1.5}, "control.gpu must be a whole number"),
+    ({"memory": 1000.5}, "control.memory=1000.5 must be a whole number of MB"),
+    ({"disk": 0.5}, "control.disk=0.5 must be a whole number of MB"),
+    ({"cpu": 0.0001}, "control.cpu=0.0001"),
+    ({"tolerations": [{"key": "a", "operator": "Sometimes"}]}, "operator 'Sometimes' is not one of Equal, Exists"),
 ])
 def test_a_bad_control_size_is_one_line_naming_the_step(tmp_path, control, message):
     with pytest.raises(CompileError) as err:
