@@ -11,7 +11,7 @@ from mfargo import cron_syntax, k8s_syntax
 
 from .jobset import check_jobset
 from .pods import check_pod_spec
-from .report import IN_MANIFEST, Doc, get, has_tag, parse_manifest
+from .report import IN_MANIFEST, Doc, get, has_tag, parse_manifest, with_plausible_values
 from .schema import Schemas, schema_has_field
 
 ACTIONS = ("get", "create", "apply", "delete", "replace", "patch")
@@ -194,7 +194,7 @@ def _check_resource(doc: Doc, t: dict, tp: list, shipped: Schemas) -> None:
                         % (shipped.jobset_version, req.key))
     if obj is not None:
         if is_jobset:
-            check_jobset(doc, obj, rp + ["manifest", IN_MANIFEST], shipped)
+            check_jobset(doc, with_plausible_values(obj), rp + ["manifest", IN_MANIFEST], shipped)
         elif not (get(obj, "metadata").get("name") or get(obj, "metadata").get("generateName")):
             doc.add(rp + ["manifest", "metadata"], "the object needs metadata.name or generateName")
     doc.tags = []
