@@ -154,9 +154,14 @@ def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
     deco = _find(decorators, "jobset")
     if deco is None:
         return ir.GangPlacement()
+    queue, topology = deco.attributes.get("queue") or None, deco.attributes.get("exclusive_topology") or None
+    if queue is not None:  # a label value on the JobSet (Kueue's queue-name label)
+        rules.labels(step, "jobset", "queue", {"kueue.x-k8s.io/queue-name": queue})
+    if topology is not None:  # a node label key the JobSet controller places the gang by
+        rules.labels(step, "jobset", "exclusive_topology", {topology: ""})
     return ir.GangPlacement(
-        queue=deco.attributes.get("queue") or None,
-        exclusive_topology=deco.attributes.get("exclusive_topology") or None,
+        queue=queue,
+        exclusive_topology=topology,
         max_restarts=rules.count(step, "jobset", "max_restarts", deco.attributes.get("max_restarts") or 0,
                                  maximum=rules.INT32_MAX),
         retry_on=_retry_on(deco),

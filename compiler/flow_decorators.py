@@ -135,6 +135,7 @@ def exit_hooks(flow_decorators, start: ir.Step) -> tuple[ir.ExitHook, ...]:
     hooks = []
     for deco in _by_name(flow_decorators).get("exit_hook", []):
         image = (deco.attributes.get("options") or {}).get("image") or start.compute.image
+        rules.image(None, "exit_hook", image, key="options image")
         for on_success, fns in ((True, deco.attributes.get("on_success") or []),
                                 (False, deco.attributes.get("on_error") or [])):
             for fn in fns:

@@ -22,7 +22,7 @@ from mfargo.compiler.flow_decorators import sanitized_event_name
 
 FLOW = """
 from metaflow import (FlowSpec, Parameter, step, kubernetes, resources, retry, timeout, catch,
-                      environment, schedule, trigger, batch)
+                      environment, schedule, trigger, exit_hook, batch)
 %(prelude)s
 %(flow_deco)s
 class BadFlow(FlowSpec):
@@ -186,6 +186,8 @@ CASES = {
     "trigger parameter name": {"flow_deco": "@trigger(event='go')",
                                "params": "    p = Parameter('%s', default='x')" % sanitized_event_name("go"),
                                "where": "@trigger: event go"},
+    "exit hook image": {"flow_deco": "@exit_hook(on_error=['page'], options={'image': 'bad image'})",
+                        "where": "@exit_hook: options image"},
     # names Kubernetes refuses, from Metaflow's config and create options
     "namespace not a DNS label": {"env": {"METAFLOW_KUBERNETES_NAMESPACE": "Bad_NS"},
                                   "where": "METAFLOW_KUBERNETES_NAMESPACE"},

@@ -187,6 +187,21 @@ def compile_gang(tmp_path, control):
     return pipeline.compile_ir(flow, flow._graph, OPTIONS)
 
 
+@pytest.mark.parametrize("jobset,message", [
+    ("max_restarts=1.7", "max_restarts must be a whole number"),  # was 1
+    ("max_restarts=2**31", "more than 2,147,483,647"),  # failurePolicy.maxRestarts: int32
+    ("queue='team a'", "queue: label value 'team a'"),
+    ("exclusive_topology='bad key!'", "exclusive_topology: name 'bad key!'"),
+])
+def test_jobset_values_the_cluster_would_refuse_are_one_line(tmp_path, jobset, message):
+    path = tmp_path / ("jobset_%d.py" % abs(hash(jobset)))
+    path.write_text(gang_flow("JobsetFlow", "@jobset(%s)" % jobset))
+    flow = load_flow(path, "mfargo_jobset_%s" % path.stem)
+    with pytest.raises(CompileError) as err:
+        pipeline.compile_ir(flow, flow._graph, OPTIONS)
+    assert message in str(err.value) and "step *train* @jobset" in str(err.value), str(err.value)
+
+
 def test_the_control_pod_gets_its_own_size(tmp_path):
     workflow = compile_gang(tmp_path, {"cpu": 4, "memory": 8000, "gpu": 1})
     control = workflow.steps["train"].gang.placement.control
