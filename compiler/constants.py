@@ -8,6 +8,7 @@ only mfargo's own templates agree on.
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 # Names the in-pod decorator shares with the compiler (output files, gang roles).
@@ -174,6 +175,7 @@ TASK_LOGS_MODULE: Final = "metaflow_extensions.mfargo.plugins.task_logs"
 RESERVED_PREFIXES: Final = ("workflows.argoproj.io/", "jobset.sigs.k8s.io/", "alpha.jobset.sigs.k8s.io/")
 
 
+@functools.lru_cache(maxsize=None)
 def reserved_keys() -> frozenset[str]:
     """Every label/annotation key mfargo writes itself (Label's and JobSetKey's)."""
     keys = [v for cls in (Label, JobSetKey) for k, v in vars(cls).items()
