@@ -202,6 +202,25 @@ def test_jobset_values_the_cluster_would_refuse_are_one_line(tmp_path, jobset, m
     assert message in str(err.value) and "step *train* @jobset" in str(err.value), str(err.value)
 
 
+def test_a_gang_steps_environment_replaces_the_workflows_variable_and_never_the_contract(tmp_path):
+    from mfargo.validation.report import parse_manifest
+
+    path = tmp_path / "gang_env.py"
+    path.write_text(gang_flow("GangEnvFlow", "@environment(vars={'METAFLOW_USER': 'me'})"))
+    flow = load_flow(path, "mfargo_gang_env")
+    docs = pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS))
+    train = next(t for t in docs[0]["spec"]["templates"] if t["name"] == "train")
+    jobset = parse_manifest(train["resource"]["manifest"])[0][0]
+    for job in jobset["spec"]["replicatedJobs"]:  # one entry per name (the JobSet API refuses two), the step's
+        env = job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert [e.get("value") for e in env if e["name"] == "METAFLOW_USER"] == ["me"]
+    path = tmp_path / "gang_contract.py"
+    path.write_text(gang_flow("GangContractFlow", "@environment(vars={'MF_MASTER_ADDR': 'x'})"))
+    flow = load_flow(path, "mfargo_gang_contract")
+    with pytest.raises(CompileError, match=r"step \*train\* @environment: MF_MASTER_ADDR is set by mfargo"):
+        pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS))
+
+
 def test_the_control_pod_gets_its_own_size(tmp_path):
     workflow = compile_gang(tmp_path, {"cpu": 4, "memory": 8000, "gpu": 1})
     control = workflow.steps["train"].gang.placement.control

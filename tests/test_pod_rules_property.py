@@ -43,7 +43,8 @@ KUBERNETES = {
     "shared_memory": ([None, 64], [0.5]),
     "port": ([None, 8080], [70000]),
 }
-ENVIRONMENT = ([None, {"A": "1"}, {"my.var": "1"}], [{"..x": "1"}, {"1A": "x"}])
+ENVIRONMENT = ([None, {"A": "1"}, {"my.var": "1"}, {"METAFLOW_USER": "me"}],
+               [{"..x": "1"}, {"1A": "x"}, {"MF_MASTER_ADDR": "x"}])
 TIMEOUT = ([None, 60], [2**31])
 JOBSET = ([None, "max_restarts=2", "control={'cpu': 2, 'memory': 4096}"],
           ["max_restarts=1.7", "max_restarts=2**31", "control={'gpu': 1.5}",
