@@ -5,8 +5,9 @@ unknown fields silently, and a bad JobSet manifest only fails when its step runs
 create` validates strictly). So every emitted document is checked against the schemas shipped
 in mfargo/schemas/, strictly, plus the `argo lint` / JobSet-webhook rules a schema can't express.
 
-Modules: `schema` (loading, strictness, fast paths), `report` (problem lines, paths, Argo
-tags), `argo` and `jobset` (the rules); Kubernetes name syntax is `mfargo.k8s_syntax`.
+Modules: `schema` (loading, strictness, fast paths, int32/int64), `report` (problem lines,
+paths, Argo tags), `argo` and `jobset` (the rules), `pods` (what the API server checks in a pod
+that no schema says); Kubernetes syntax is `mfargo.k8s_syntax`, Argo's cron `mfargo.cron_syntax`.
 """
 
 from __future__ import annotations
