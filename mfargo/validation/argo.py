@@ -53,6 +53,7 @@ def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
     seen = set()
     for i, (t, name) in enumerate(zip(templates, names)):
         tp = base + ["templates", i]
+        doc.template = name if isinstance(name, str) else None
         doc.labels(t.get("metadata"), tp + ["metadata"])
         containers = [(tp + [k], t[k]) for k in ("container", "script") if isinstance(t.get(k), dict)]
         volumes = shared_volumes + [(tp + ["volumes", j], v) for j, v in enumerate(t.get("volumes") or [])]
@@ -70,6 +71,7 @@ def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
         _check_tasks(doc, t, tp, template_names)
         if isinstance(t.get("resource"), dict):
             _check_resource(doc, t, tp, shipped)
+    doc.template = None
     for ref_path in (["entrypoint"], ["onExit"]):
         ref = spec.get(ref_path[0])
         if ref and not has_tag(ref) and ref not in template_names and not spec.get("workflowTemplateRef"):

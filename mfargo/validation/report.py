@@ -101,11 +101,14 @@ class Doc:
         self.where = where
         self.problems: list[str] = []
         self.tags: list[str] = []  # of the manifest being checked: __argo_tag_<i>__ -> tags[i]
+        self.template: str | None = None  # the Argo template being checked (named in each problem)
 
     def add(self, path: list, msg: str) -> None:
         if self.tags:
             msg = TOKEN.sub(lambda m: self.tags[int(m.group(1))], msg)
             msg = PLAUSIBLE.sub(lambda m: self.tags[int(m.group(1))], msg)
+        if self.template:
+            msg += " (template %s)" % self.template
         self.problems.append("%s: %s: %s" % (self.where, json_path(path), msg))
 
     def schema(self, checker, instance: Any, prefix: list) -> None:
