@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from mfargo import k8s_syntax
+
 from . import decorators as decos
 from . import graph as graphs
 from . import ir, naming, parameters
@@ -48,6 +50,11 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             decorator_specs=decos.forwarded_specs(node.decorators),
         )
     scheduled = any(d.name == "schedule" for d in flow_decorators)
+    annotations = _annotations(graph, options)
+    problem = k8s_syntax.annotations_size_problem(dict(annotations))
+    if problem:
+        raise CompileError("--workflow-title, --workflow-description and --tag become the template's annotations: "
+                           + problem)
     project = dict(options.project)
     wf_name = naming.deployed_name(options.name, project.get("project_flow_name"), graph.name)
     return ir.Workflow(
@@ -64,7 +71,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         step_args=_step_args(options),
         env=_shared_env(flow, wf_name, options),
         labels=((Label.PART_OF, Label.METAFLOW), (Label.NAME, "metaflow-flow")),
-        annotations=_annotations(graph, options),
+        annotations=annotations,
         max_workers=options.max_workers,
         timeout_seconds=options.timeout_seconds,
         priority=options.priority,

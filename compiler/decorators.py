@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 
 from . import ir
-from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR, Path, reserved_keys
+from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR, JobSetKey, Path, reserved_keys
 from . import rules
 from .errors import CompileError
 
@@ -156,7 +156,7 @@ def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
         return ir.GangPlacement()
     queue, topology = deco.attributes.get("queue") or None, deco.attributes.get("exclusive_topology") or None
     if queue is not None:  # a label value on the JobSet (Kueue's queue-name label)
-        rules.labels(step, "jobset", "queue", {"kueue.x-k8s.io/queue-name": queue})
+        rules.labels(step, "jobset", "queue", {JobSetKey.KUEUE_QUEUE: queue})
     if topology is not None:  # a node label key the JobSet controller places the gang by
         rules.labels(step, "jobset", "exclusive_topology", {topology: ""})
     return ir.GangPlacement(

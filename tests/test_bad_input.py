@@ -192,6 +192,7 @@ CASES = {
     "namespace not a DNS label": {"env": {"METAFLOW_KUBERNETES_NAMESPACE": "Bad_NS"},
                                   "where": "METAFLOW_KUBERNETES_NAMESPACE"},
     "namespace option": {"options": {"namespace": "a.b"}, "where": "METAFLOW_KUBERNETES_NAMESPACE"},
+    "workflow description 300 kB": {"options": {"description": "x" * 300000}, "where": "--workflow-description"},
     "notify secret name": {"args": ("--notify-slack-webhook-url-secret", "Bad_Secret"),
                            "where": "--notify-slack-webhook-url-secret"},
     "notify secret key": {"args": ("--notify-pager-duty-integration-key-secret", "pd:..key"),
