@@ -108,14 +108,6 @@ def toleration_problems(key, operator, value, effect, seconds) -> list[str]:
     return problems
 
 
-def int_range_problem(value: int, fmt: str) -> str | None:
-    """OpenAPI's integer formats: Go's int32 / int64 fields refuse what they cannot hold."""
-    low, high = INT_RANGES[fmt]
-    if not low <= value <= high:
-        return "%d is outside %s (%d..%d)" % (value, fmt, low, high)
-    return None
-
-
 def quantity_problem(text: str, whole: bool = False) -> str | None:
     """A resource quantity the API server stores as given: parseable, >= 0 (ValidateNonnegativeQuantity),
     at most 2^63-1 and with at most 3 decimal places in base units (larger or finer ones it

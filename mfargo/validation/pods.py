@@ -15,7 +15,7 @@ from mfargo import k8s_syntax as k8s
 
 from .report import Doc, get, has_tag
 
-ACTIVE_DEADLINE = (1, 2**31 - 1)  # PodSpec.activeDeadlineSeconds: 1..MaxInt32 (ValidatePodSpec)
+ACTIVE_DEADLINE = (1, k8s.INT_RANGES["int32"][1])  # PodSpec.activeDeadlineSeconds: 1..MaxInt32 (ValidatePodSpec)
 
 
 def _fixed(value) -> bool:

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+from mfargo.k8s_syntax import INT_RANGES
+
 # Keywords jsonschema (Draft 2020-12, no format checker) reads as annotations only.
 _ANNOTATIONS = frozenset(("format", "default", "description", "title", "$comment", "$schema", "$id",
                           "definitions", "$defs", "examples", "deprecated", "readOnly", "writeOnly"))
@@ -30,7 +32,7 @@ _TYPES = {
     "null": lambda v: v is None,
 }
 # OpenAPI's integer formats (Go's int32/int64): the one format keyword that constrains.
-INT_FORMATS = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+INT_FORMATS = INT_RANGES
 _patterns: dict[str, re.Pattern] = {}
 _leaf_tests: dict[int, tuple] = {}  # id(schema) -> (schema, its type test if it says nothing else, or None)
 
