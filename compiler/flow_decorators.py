@@ -72,7 +72,7 @@ def triggers(flow_decorators, parameters: tuple[ir.Parameter, ...], project: dic
     events = _events(deco, parameters) if on_event else _finish_events(deco, project)
     reset = (getattr(deco, "options", None) or deco.attributes.get("options") or {}).get("reset_at") or {}
     if reset.get("cron"):
-        rules.cron(reset["cron"], deco.name, "options reset_at cron")
+        rules.cron(reset["cron"], deco.name, "options reset_at cron", descriptors=False)
     rules.timezone(reset.get("timezone"), deco.name, "options reset_at timezone")
     names = {p.name.lower(): p.name for p in parameters}
     for event in events:  # each event is also a workflow parameter, named after it

@@ -202,11 +202,11 @@ def python_identifier(step: str, decorator: str, key: str, value) -> None:
                            step, decorator)
 
 
-def cron(expression: str, decorator: str = "schedule", key: str = "cron") -> None:
+def cron(expression: str, decorator: str = "schedule", key: str = "cron", descriptors: bool = True) -> None:
     """As Argo's cron parser reads it (mfargo.cron_syntax)."""
     from mfargo import cron_syntax
 
-    problem = cron_syntax.cron_problem(expression)
+    problem = cron_syntax.cron_problem(expression, descriptors)
     if problem:
         raise CompileError("%s: %s" % (key, problem), decorator=decorator)
 

@@ -5,7 +5,9 @@ Why here: the controller refuses a CronWorkflow whose schedule its cron library 
 and `kubectl apply` accepts it first, so nothing fails until the schedule is due. Argo v3.7's
 `workflow/validate/validate.go` (ValidateCronWorkflow) parses each schedule with robfig/cron v3's
 `ParseStandard` (five fields, or a descriptor) and loads the timezone with Go's
-`time.LoadLocation`. The facts below are robfig/cron v3's (parser.go, spec.go): field bounds,
+`time.LoadLocation`; Argo Events validates a Sensor's `conditionsReset.byTime` the same way but
+with a parser that knows no descriptors (`NewParser(Minute | Hour | Dom | Month | Dow)`, its
+sensor validation). The facts below are robfig/cron v3's (parser.go, spec.go): field bounds,
 month and weekday names, `*`/`?`, ranges, `/step` (a bare `N/step` runs to the field's end),
 and the descriptors.
 """
@@ -29,10 +31,13 @@ GO_DURATION = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$
 _INT = re.compile(r"^\+?\d+$")  # strconv.Atoi; negative numbers are refused after parsing
 
 
-def cron_problem(spec: str) -> str | None:
-    """None if Argo's cron parser accepts `spec` (five fields or a descriptor)."""
+def cron_problem(spec: str, descriptors: bool = True) -> str | None:
+    """None if Argo's cron parser accepts `spec` (five fields, or a descriptor unless
+    ``descriptors`` is False, as for a Sensor's reset time)."""
     if not isinstance(spec, str) or not spec.strip():
         return "an empty schedule"
+    if spec.startswith("@") and not descriptors:
+        return "%r: a Sensor's reset time takes five cron fields, not a descriptor" % spec
     if spec.startswith("@"):
         if spec in DESCRIPTORS:
             return None

@@ -102,3 +102,14 @@ def test_what_argo_accepts(schedule):
     assert cron_syntax.cron_problem(schedule) is None
     doc = {**CRON, "spec": {**CRON["spec"], "schedules": [schedule]}}
     assert validate_documents([doc]) == []
+
+
+def test_a_sensor_reset_time_takes_five_fields_not_a_descriptor():
+    assert cron_syntax.cron_problem("@daily") is None  # a CronWorkflow's parser knows descriptors
+    assert "not a descriptor" in cron_syntax.cron_problem("@daily", descriptors=False)  # Argo Events' does not
+    sensor = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Sensor", "metadata": {"name": "s"},
+              "spec": {"triggers": [{"template": {"name": "t", "conditionsReset": [
+                  {"byTime": {"cron": "@daily", "timezone": "UTC"}}]}}]}}
+    assert any("not a descriptor" in p for p in validate_documents([sensor]))
+    sensor["spec"]["triggers"][0]["template"]["conditionsReset"][0]["byTime"]["cron"] = "0 0 * * *"
+    assert validate_documents([sensor]) == []

@@ -42,7 +42,7 @@ def _check_light(doc: Doc, obj: dict) -> None:
     for i, trigger in enumerate(get(obj, "spec").get("triggers") or []):  # Sensor: when its conditions reset
         for j, reset in enumerate(get(trigger, "template").get("conditionsReset") or []):
             by_time, path = get(reset, "byTime"), ["spec", "triggers", i, "template", "conditionsReset", j, "byTime"]
-            problem = cron_syntax.cron_problem(by_time.get("cron")) if "cron" in by_time else None
+            problem = cron_syntax.cron_problem(by_time.get("cron"), descriptors=False) if "cron" in by_time else None
             problem = problem or (cron_syntax.timezone_problem(by_time["timezone"]) if by_time.get("timezone") else None)
             if problem:
                 doc.add(path, problem)
