@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from mfargo import k8s_syntax
+
 from . import decorators as decos
 from . import graph as graphs
 from . import ir, naming, parameters
@@ -48,6 +50,11 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             decorator_specs=decos.forwarded_specs(node.decorators),
         )
     scheduled = any(d.name == "schedule" for d in flow_decorators)
+    annotations = _annotations(graph, options)
+    problem = k8s_syntax.annotations_size_problem(dict(annotations))
+    if problem:
+        raise CompileError("--workflow-title, --workflow-description and --tag become the template's annotations: "
+                           + problem)
     project = dict(options.project)
     wf_name = naming.deployed_name(options.name, project.get("project_flow_name"), graph.name)
     return ir.Workflow(
@@ -64,7 +71,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         step_args=_step_args(options),
         env=_shared_env(flow, wf_name, options),
         labels=((Label.PART_OF, Label.METAFLOW), (Label.NAME, "metaflow-flow")),
-        annotations=_annotations(graph, options),
+        annotations=annotations,
         max_workers=options.max_workers,
         timeout_seconds=options.timeout_seconds,
         priority=options.priority,
@@ -116,10 +123,16 @@ def _check_options(options: CompileOptions) -> None:
         rules.tag(tag)
     for name, value in options.config_env + (("--datastore-root", options.datastore_root or ""),):
         rules.no_url_credentials(name, value)
-    if options.max_workers < 1:
-        raise CompileError("--max-workers must be at least 1, not %d" % options.max_workers)
-    if options.timeout_seconds is not None and options.timeout_seconds <= 0:
-        raise CompileError("--workflow-timeout must be more than 0 seconds, not %d" % options.timeout_seconds)
+    # Each lands in a field of the Go size named (Argo's WorkflowSpec).
+    rules.count(None, None, "--max-workers", options.max_workers, minimum=1)  # parallelism: int64
+    if options.timeout_seconds is not None:  # activeDeadlineSeconds: int64
+        rules.count(None, None, "--workflow-timeout", options.timeout_seconds, minimum=1)
+    if options.priority is not None:  # priority: int32
+        rules.count(None, None, "--workflow-priority", options.priority, minimum=-rules.INT32_MAX - 1,
+                    maximum=rules.INT32_MAX)
+    if options.namespace is not None:
+        rules.kubernetes_name("the Kubernetes namespace (METAFLOW_KUBERNETES_NAMESPACE)", options.namespace,
+                              label=True)
 
 
 def _script_path(flow) -> str:

@@ -8,6 +8,7 @@ only mfargo's own templates agree on.
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 # Names the in-pod decorator shares with the compiler (output files, gang roles).
@@ -170,3 +171,16 @@ FOREIGN_COMPUTE_DECORATORS: Final = ("batch", "snowpark", "slurm", "nvidia", "nv
 INTERNAL_DECORATOR: Final = "mfargo_internal"
 # Runs a pod's Metaflow command with its output saved as the task's logs (in-pod, like the above).
 TASK_LOGS_MODULE: Final = "metaflow_extensions.mfargo.plugins.task_logs"
+
+
+# Label/annotation keys under these prefixes are Argo's and the JobSet controller's own: a
+# user's key there would replace theirs, or be replaced (compiler/rules.py refuses them).
+RESERVED_PREFIXES: Final = ("workflows.argoproj.io/", "jobset.sigs.k8s.io/", "alpha.jobset.sigs.k8s.io/")
+
+
+@functools.lru_cache(maxsize=None)
+def reserved_keys() -> frozenset[str]:
+    """Every label/annotation key mfargo writes itself (Label's and JobSetKey's)."""
+    keys = [v for cls in (Label, JobSetKey) for k, v in vars(cls).items()
+            if k.isupper() and isinstance(v, str) and ("/" in v)]
+    return frozenset(keys)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mfargo import k8s_syntax
 
+from .pods import check_pod_spec
 from .report import Doc, get, has_tag
 from .schema import Schemas, schemas
 
@@ -29,6 +30,10 @@ def check_jobset(doc: Doc, js: dict, prefix: list, shipped: Schemas | None = Non
         doc.labels(get(r, "template", "metadata"), rp + ["template", "metadata"])
         pod_meta = ["template", "spec", "template", "metadata"]
         doc.labels(get(r, *pod_meta), rp + pod_meta)
+        pod, pp = get(r, "template", "spec", "template", "spec"), rp + ["template", "spec", "template", "spec"]
+        check_pod_spec(doc, pod, pp, [(pp + ["containers", j], c) for j, c in enumerate(pod.get("containers") or [])
+                                      if isinstance(c, dict)],
+                       [(pp + ["volumes", j], v) for j, v in enumerate(pod.get("volumes") or [])])
         if r.get("name") in rnames[:i]:
             doc.add(rp + ["name"], "duplicate replicatedJob name %r" % r.get("name"))
         for d in r.get("dependsOn") or []:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
-from .quick import list_identities
+from .quick import INT_FORMATS, list_identities
 
 import functools
 import json
@@ -27,7 +27,7 @@ ARGO_KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")
 
 def _widen_argo(defs: dict) -> None:
     """Argo's generated schema types these as strings, but its Go types accept numbers too."""
-    defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {"type": ["integer", "string"]}
+    defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {"type": ["integer", "string"], "format": "int32"}
     defs["io.k8s.apimachinery.pkg.api.resource.Quantity"] = {"type": ["number", "string"]}
     scalar = {"type": ["string", "number", "boolean"]}  # wfv1.AnyString
     param = defs[ARGO + "Parameter"]["properties"]
@@ -94,8 +94,16 @@ _TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
 _quick_tests: dict[int, tuple[Any, Callable[[Any], bool] | None]] = {}  # id(subschema) -> (subschema, test)
 
 
+def _int_format(validator, fmt: str, instance: Any, schema: dict) -> Iterator:
+    """OpenAPI's int32/int64: a number the Go field cannot hold (jsonschema ignores formats)."""
+    if type(instance) is int and fmt in INT_FORMATS and not INT_FORMATS[fmt][0] <= instance <= INT_FORMATS[fmt][1]:
+        from jsonschema import ValidationError
+
+        yield ValidationError("%d is outside %s (%d..%d)" % ((instance, fmt) + INT_FORMATS[fmt]))
+
+
 def _type_only_test(schema: Any) -> Callable[[Any], bool] | None:
-    if not isinstance(schema, dict) or not all(
+    if not isinstance(schema, dict) or schema.get("format") in INT_FORMATS or not all(
             k in ("type", "format", "default", "$comment") or (k.startswith("x-") and k != "x-kubernetes-list-type")
             for k in schema):
         return None
@@ -151,7 +159,7 @@ def _validator_classes() -> tuple[type, type]:
     from jsonschema import Draft202012Validator, validators
 
     argo = validators.extend(Draft202012Validator, {
-        "properties": _properties, "items": _items, "additionalProperties": _additional})
+        "properties": _properties, "items": _items, "additionalProperties": _additional, "format": _int_format})
     return argo, validators.extend(argo, {"x-kubernetes-list-type": _unique_list})
 
 

@@ -286,9 +286,12 @@ def _cleanup(ttl_after_success: int, ttl_after_failure: int, pod_gc: str):
 
     # Checked here, not with click.IntRange: Metaflow's Deployer API maps option types to
     # Python types and fails on IntRange (KeyError in metaflow/runner/click_api.py).
+    from mfargo.compiler import rules
+
     for option, value in (("--ttl-after-success", ttl_after_success), ("--ttl-after-failure", ttl_after_failure)):
         if value < -1:
             raise CompileError("%s takes seconds >= 0, or -1 (keep forever), not %d" % (option, value))
+        rules.count(None, None, option, value, minimum=-1, maximum=rules.INT32_MAX)  # Argo's TTLStrategy: int32
     return ir.Cleanup(
         seconds_after_success=None if ttl_after_success < 0 else ttl_after_success,
         seconds_after_failure=None if ttl_after_failure < 0 else ttl_after_failure,

@@ -26,9 +26,13 @@ def _secret_ref(value, default_key: str, option: str):
 
     if value is None:
         return None
+    from mfargo.compiler import rules
+
     name, _, key = value.partition(":")
     if not name or (_ and not key):
         raise CompileError("%s takes SECRET or SECRET:KEY, got %r" % (option, value))
+    rules.kubernetes_name(option + " Secret", name)
+    rules.secret_key(option, key or default_key)
     return SecretRef(name=name, key=key or default_key)
 
 
@@ -38,9 +42,14 @@ def with_deployment_options(workflow, target_versions, emit_workflow, service_ac
     `target_versions`: (--argo-version, --jobset-version)."""
     from metaflow import metaflow_config
 
-    from mfargo.compiler import CompileError
+    from mfargo.compiler import CompileError, rules
     from mfargo import versions
     from mfargo.compiler.ir import Bundle, Notify
+
+    if notify_image is not None:
+        rules.image(None, None, notify_image, key="--notify-image")
+    if service_account is not None:
+        rules.kubernetes_name("--service-account", service_account)
 
     slack = _secret_ref(slack_secret, "url", "--notify-slack-webhook-url-secret")
     pager_duty = _secret_ref(pager_duty_secret, "integration-key", "--notify-pager-duty-integration-key-secret")
