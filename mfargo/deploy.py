@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mfargo import tokens
-from mfargo.cluster import (ARGO_GROUP, ARGO_VERSION, CRON_WORKFLOWS, PLURALS, SENSORS, WORKFLOW_TEMPLATES,
-                            Cluster, ClusterError, Resource)
+from mfargo.cluster import CRON_WORKFLOWS, SENSORS, WORKFLOW_TEMPLATES, Cluster, Resource
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
 from mfargo.errors import UserError
@@ -197,49 +196,16 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
 
 
 def check_prerequisites(target: Target, docs: list[dict], echo: Echo) -> None:
-    """Before anything is created: every object the documents need (``mfargo.prerequisites``)
-    exists, else one error naming each missing one. What the user may not read (403) is
-    named in a warning and not held against the deploy."""
-    from mfargo import prerequisites
+    """Before anything is created: every object the documents need exists
+    (``mfargo.cluster_needs``), else one error naming each missing one. What the user may
+    not read (403) is named in a warning and not held against the deploy."""
+    from mfargo import cluster_needs
 
-    answers: dict = {}
-    missing, unchecked = [], []
-    for need in prerequisites.needs(docs, target.namespace):
-        try:
-            problem = _missing(target.cluster, need, answers)
-        except ClusterError as e:
-            if e.status != 403:
-                raise
-            unchecked.append(need.describe())
-            continue
-        if problem:
-            missing.append(problem)
+    missing, unchecked = cluster_needs.unmet(target.cluster, docs, target.namespace)
     if unchecked:
         echo("mfargo: warning: not allowed to check (403), so not checked: %s" % "; ".join(unchecked), fg="yellow")
     if missing:
         raise DeployError("nothing deployed: the cluster lacks what the workflow needs: %s" % "; ".join(missing))
-
-
-def _missing(cluster: Cluster, need, answers: dict) -> str | None:
-    """Why ``need`` is not met, or None; each object is asked for once (``answers``)."""
-    if need.is_api:
-        if need.name not in answers:
-            answers[need.name] = cluster.served(*need.name.split("/", 1))
-        return None if need.key in (answers[need.name] or ()) else "no " + need.describe()
-    where = (need.kind, need.namespace, need.name)
-    if where not in answers:
-        if need.kind == "Secret":
-            answers[where] = cluster.secret_keys(need.name, need.namespace)
-        elif need.kind == "ServiceAccount":
-            answers[where] = cluster.has_service_account(need.name, need.namespace) or None
-        else:  # an Argo Events object
-            found = cluster.get(Resource(ARGO_GROUP, ARGO_VERSION, PLURALS[need.kind]), need.name, need.namespace)
-            answers[where] = found or None
-    if answers[where] is None:
-        return "no %s %s/%s" % (need.kind, need.namespace, need.name)
-    if need.key and need.key not in answers[where]:
-        return "%s %s/%s has no key %s" % (need.kind, need.namespace, need.name, need.key)
-    return None
 
 
 def _remove_stale(target: Target, live: dict | None, docs: list[dict], echo: Echo) -> None:

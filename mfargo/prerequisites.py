@@ -4,7 +4,7 @@ A Workflow whose pod names a missing Secret, Secret key or service account does 
 its pod waits in ContainerCreating/Pending and the run stays Running for ever (seen with
 examples/notifications.yaml and no Secrets). A JobSet or Sensor whose CRD is not installed
 fails only when it is created, after the WorkflowTemplate was. So `create` first asks the
-cluster for everything listed here (``mfargo.deploy.check_prerequisites``) and creates
+cluster for everything listed here (``mfargo.cluster_needs``, from ``mfargo.deploy.check_prerequisites``) and creates
 nothing if one is missing.
 
 The documents are the one source: whatever puts a Secret or a service account into the

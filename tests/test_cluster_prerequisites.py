@@ -1,6 +1,6 @@
 """What a deploy needs in the cluster (mfargo/prerequisites.py), read from the examples'
 documents, and `create` refusing, with nothing created, when some of it is missing
-(mfargo.deploy.check_prerequisites against the loopback fake API; the CLI end to end)."""
+(mfargo.deploy.check_prerequisites, which asks through mfargo.cluster_needs, against the loopback fake API; the CLI end to end)."""
 
 from __future__ import annotations
 
