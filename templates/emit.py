@@ -66,7 +66,7 @@ def _fits_one_line(node, children) -> bool:
         if isinstance(child, yaml.ScalarNode):
             if child.style or child.value.startswith(_BARE_PREFIX):
                 return False
-            size += len(child.value) + 2
+            size += len(child.value) + child.value.count("'") + 2  # quoting doubles a '
         elif child.flow_style:
             size += child.one_line_size + 2
         else:

@@ -69,6 +69,8 @@ def test_block_style_with_short_collections_on_one_line():
     # A collection of scalars too long for one line: one item per line.
     text = emit.dump({"labels": {"k%d" % i: "v" * 20 for i in range(6)}})
     assert text.splitlines()[1:3] == ["  k0: vvvvvvvvvvvvvvvvvvvv", "  k1: vvvvvvvvvvvvvvvvvvvv"]
+    # Its length as written: quoting doubles each ' (55 of them: 112 characters quoted).
+    assert emit.dump({"env": [{"name": "X", "value": "'" * 55}]}).splitlines()[1] == "- name: X"
 
 
 def test_long_text_is_folded_at_spaces_and_reads_back_the_same():

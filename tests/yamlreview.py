@@ -52,8 +52,9 @@ def _walk(node, path: tuple, out, blocks, script_lines) -> None:
         for i, item in enumerate(node.value):
             _walk(item, path + (i,), out, blocks, script_lines)
     elif node.style == "|":
-        # Content lines: after the indicator's line, up to the node's end.
-        blocks.append((node.start_mark.line + 1, node.end_mark.line))
+        # Content lines: after the indicator's line, up to the node's end (which is the start
+        # of the next line when the block ends with a line break).
+        blocks.append((node.start_mark.line + 1, node.end_mark.line - (node.end_mark.column == 0)))
         if path[-2:-1] and path[-2] in _SCRIPT_KEYS or path[-1:] == ("source",):
             script_lines.update(_TAG.sub("1", line.lstrip(" ")) for line in node.value.split("\n"))
         elif path[-2:] == ("resource", "manifest"):
