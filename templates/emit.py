@@ -63,16 +63,19 @@ def _fits_one_line(node, children) -> bool:
     """Whether ``node`` is written on one line; records its one-line size for its parent."""
     size = 2
     for child in children:
-        if isinstance(child, yaml.ScalarNode):
-            if child.style or child.value.startswith(_BARE_PREFIX):
+        if child.__class__ is yaml.ScalarNode:
+            value = child.value
+            if child.style or value.startswith(_BARE_PREFIX):
                 return False
-            size += len(child.value) + child.value.count("'") + 2  # quoting doubles a '
+            size += len(value) + value.count("'") + 2  # quoting doubles a '
         elif child.flow_style:
             size += child.one_line_size + 2
         else:
             return False
+        if size > ONE_LINE_MAX:
+            return False
     node.one_line_size = size
-    return size <= ONE_LINE_MAX
+    return True
 
 
 class _Dumper(_Style, _BaseDumper):
