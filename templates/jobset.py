@@ -9,9 +9,9 @@ Plain dicts holding only what is emitted. ``replicas`` of the worker job is a pl
 ``{{inputs.parameters.worker-count}}`` tag, unquoted (``emit.BareTag``), so Argo's
 substitution leaves an int (argo-workflows#10924).
 
-Control and worker pods differ only in their command and role env; everything else is
-the same object in both, which the YAML writer emits once with an anchor and refers to
-with an alias (kubectl and Argo read YAML anchors), keeping big gangs small.
+Control and worker pods differ only in their role env (and, with ``@jobset(control=...)``,
+in the control's own size and placement); the YAML writer writes each role's pod out in
+full, no YAML anchors, so a reviewer sees what each pod gets.
 """
 
 from __future__ import annotations

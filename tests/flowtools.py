@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+import yamlreview
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 # What the checked-in examples are compiled with (also used to regenerate them).
@@ -44,6 +46,10 @@ def compile_file(flow: Path, *create_args: str, top_args=EXAMPLE_ARGS, env=None,
     proc = subprocess.run(cmd, cwd=flow.parent, env=env or clean_env(), capture_output=True, text=True, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError("compile failed (%d):\n%s" % (proc.returncode, proc.stderr[-3000:]))
+    if check and "--only-yaml" in cmd and "--graph" not in cmd:
+        # Every flow a test compiles: YAML a reviewer can read (no anchors, no long lines).
+        found = yamlreview.problems(proc.stdout)
+        assert not found, "hard to review YAML from %s: %s" % (flow.name, "; ".join(found[:3]))
     return proc
 
 
