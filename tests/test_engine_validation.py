@@ -9,6 +9,7 @@ session (conftest.engine_checks)."""
 from __future__ import annotations
 
 import copy
+import shutil
 
 import pytest
 import yaml
@@ -77,6 +78,8 @@ def test_the_session_check_names_the_bundle_and_the_test_that_compiled_it():
     [problem] = recorder.problems()
     assert problem.startswith("the JobSet webhook refused ") and "(compiled by test_bad)" in problem
     assert "invalid failure policy rule name 'fail-on-user-code'" in problem
+    assert recorder.dir.is_dir()  # kept for the one refused; removed here
+    shutil.rmtree(recorder.dir)
 
 
 def test_the_api_servers_crd_checks_run_before_the_webhook(tmp_path):
