@@ -43,7 +43,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             switch_cases=shape.switch_cases,
             condition=shape.condition,
             switch_parent=shape.switch_parent,
-            compute=decos.compute(name, node.decorators, options.default_image, options.namespace),
+            compute=decos.compute(name, node.decorators, options.default_image, options.namespace, options.pod_secrets),
             retry=retry,
             timeout_seconds=decos.timeout_seconds(name, node.decorators),
             environment=decos.environment(name, node.decorators),
@@ -89,7 +89,7 @@ def _gangs(shapes: dict, graph, options: CompileOptions) -> dict[str, ir.Gang]:
         if isinstance(shape.inputs, ir.Gang):
             gang = shape.inputs
             decorators = graph[gang.step].decorators
-            compute = decos.compute(gang.step, decorators, options.default_image, options.namespace)
+            compute = decos.compute(gang.step, decorators, options.default_image, options.namespace, options.pod_secrets)
             gangs[gang.step] = replace(gang, placement=decos.placement(gang.step, decorators, compute))
     return gangs
 

@@ -28,8 +28,10 @@ def reject_foreign(step: str, decorators) -> None:
             )
 
 
-def compute(step: str, decorators, default_image: str, namespace: str | None) -> ir.Compute:
-    """@kubernetes attributes (with Metaflow's config defaults) merged with @resources."""
+def compute(step: str, decorators, default_image: str, namespace: str | None,
+            pod_secrets: tuple[str, ...] = ()) -> ir.Compute:
+    """@kubernetes attributes (with Metaflow's config defaults) merged with @resources;
+    `pod_secrets` (Metaflow's config) follow the step's own secrets, as in core."""
     kube = _find(decorators, "kubernetes")
     attrs = dict(kube.attributes) if kube is not None else _kubernetes_defaults()
     for res in _find_all(decorators, "resources"):
@@ -91,7 +93,7 @@ def compute(step: str, decorators, default_image: str, namespace: str | None) ->
         qos=qos,
         service_account=attrs.get("service_account") or None,
         namespace=deco_ns or None,
-        secrets=tuple(secrets),
+        secrets=tuple(dict.fromkeys(list(secrets) + list(pod_secrets))),
         node_selector=tuple(sorted(node_selector.items())),
         tolerations=_tolerations(step, "kubernetes", attrs.get("tolerations")),
         labels=tuple(sorted(labels.items())),

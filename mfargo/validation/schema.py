@@ -179,10 +179,12 @@ class Checker:
 
 
 class Schemas:
-    """Validators by kind, the JobSet schema (for field lookups) and its version."""
+    """Validators by kind, the JobSet schema (for field lookups) and its release, and the
+    targeted JobSet X.Y (whose admission webhook rules apply: `validation.jobset`)."""
 
-    def __init__(self, checkers: dict, jobset: dict, jobset_version: str):
+    def __init__(self, checkers: dict, jobset: dict, jobset_version: str, jobset_target: str = DEFAULT_JOBSET_VERSION):
         self.checkers, self.jobset, self.jobset_version = checkers, jobset, jobset_version
+        self.jobset_target = jobset_target
 
 
 def _release(path: Path) -> tuple[int, ...]:
@@ -214,7 +216,7 @@ def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFA
     jobset["properties"]["metadata"] = defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
     checkers = {kind: Checker(defs[ARGO + kind], list_types=False) for kind in ARGO_KINDS}
     checkers["JobSet"] = Checker(jobset, list_types=True)
-    return Schemas(checkers, jobset, jobset["x-upstream"]["version"])
+    return Schemas(checkers, jobset, jobset["x-upstream"]["version"], jobset_version)
 
 
 def schema_has_field(schema: dict, dotted: str) -> bool:
