@@ -110,12 +110,12 @@ def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:
 
 
 def _check_options(options: CompileOptions) -> None:
-    from . import rules
+    from . import rules, urls
 
     for tag in options.tags:
         rules.tag(tag)
     for name, value in options.config_env + (("--datastore-root", options.datastore_root or ""),):
-        rules.no_url_credentials(name, value)
+        urls.no_secret(name, value)
     if options.max_workers < 1:
         raise CompileError("--max-workers must be at least 1, not %d" % options.max_workers)
     if options.timeout_seconds is not None and options.timeout_seconds <= 0:
