@@ -39,6 +39,8 @@ from .errors import CompileError
 # Kubernetes object names (DNS-1123 subdomain) and label values are limited to 63
 # characters where Argo puts them into labels (workflow-template name).
 MAX_NAME = 63
+# Argo's template, task and step names (its validation: workflowFieldMaxLength).
+MAX_ARGO_NAME = 128
 # A Workflow from a template is named <template>-<5 chars>; core keeps templates at 45.
 MAX_TEMPLATE_NAME = 45
 VALID_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -72,7 +74,7 @@ ADDED_TEMPLATE_PREFIX = "0-"
 
 def added_template_name(kind: str, subject: str = "") -> str:
     """A template mfargo adds (not a step's): ``0-<kind>[-<subject>]``, never a step's name."""
-    return ADDED_TEMPLATE_PREFIX + kind + ("-" + subject if subject else "")
+    return _fit(ADDED_TEMPLATE_PREFIX + kind + ("-" + subject if subject else ""))
 
 
 def entrypoint_name() -> str:
@@ -92,7 +94,19 @@ def sensor_name(template_name: str) -> str:
 
 def template_name(step: str) -> str:
     """Argo template and DAG task name for a step (Argo names may not contain '_')."""
+    if len(step) > MAX_ARGO_NAME:
+        raise CompileError("Argo's template and task names have at most %d characters, this step's name %d"
+                           % (MAX_ARGO_NAME, len(step)), step)
     return step.replace("_", "-")
+
+
+def _fit(name: str) -> str:
+    """An added name cut to Argo's length with a digest of the whole, keeping its first
+    characters (what puts it outside the step names): only a step name of 100+ characters
+    makes one this long."""
+    if len(name) <= MAX_ARGO_NAME:
+        return name
+    return "%s-%s" % (name[: MAX_ARGO_NAME - 13], hashlib.sha1(name.encode()).hexdigest()[:12])
 
 
 def foreach_template_name(splitter: str) -> str:
@@ -102,7 +116,7 @@ def foreach_template_name(splitter: str) -> str:
 
 def fan_out_task_name(splitter: str) -> str:
     """The DAG task running ``splitter``'s foreach body once per split (a capital: not a step's)."""
-    return "Foreach-%s" % template_name(splitter)
+    return _fit("Foreach-%s" % template_name(splitter))
 
 
 def recursion_template_name(step: str) -> str:

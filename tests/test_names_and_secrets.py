@@ -522,3 +522,44 @@ def test_compiling_never_imports_hera(tmp_path):
                           text=True, timeout=120)
     assert "runAsUser: 1000" in proc.stdout, proc.stderr[-2000:]
     assert "LOADED []" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_long_step_names_fit_argo_or_are_refused_in_one_line(tmp_path):
+    """Metaflow takes any length; Argo's names have at most 128 characters. A step of 128
+    compiles (the names added for it are cut, with a digest); one of 129 is refused."""
+    source = '''
+from metaflow import FlowSpec, step
+
+class LongFlow(FlowSpec):
+    @step
+    def start(self):
+        self.items = [1]
+        self.next(self.%(n)s)
+
+    @step
+    def %(n)s(self):
+        self.next(self.body, foreach="items")
+
+    @step
+    def body(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+'''
+    ok = "s" * 128
+    doc = compile_in_process(tmp_path, source % {"n": ok})
+    names = set(templates(doc))
+    [body] = [n for n in names if n.startswith("0-foreach-")]
+    assert ok in names and len(body) == 128 and body.startswith("0-foreach-sss")
+    [fan_out] = [t for t in dag_tasks(doc, "0-flow") if t.startswith("Foreach-")]
+    assert len(fan_out) == 128 and dag_tasks(doc, "0-flow")[fan_out]["template"] == body
+    long = "s" * 129
+    line = refusal(tmp_path, source % {"n": long})
+    assert line == ("mfargo: step *%s*: Argo's template and task names have at most 128 characters, this "
+                    "step's name 129" % long)
