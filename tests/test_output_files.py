@@ -1,5 +1,5 @@
 """Files and uploads: the written YAML's mode, refused targets, package upload failures in
-seconds, and credentials in Metaflow's URLs (in-process; the CLI paths are in test_bad_input)."""
+seconds (in-process; URLs with secrets are in test_names_and_secrets)."""
 import os
 import stat
 
