@@ -70,9 +70,14 @@ def _evaluate_default(param):
     try:
         return deploy_time_eval(param.kwargs.get("default"))
     except Exception as e:  # the user's function: anything
-        cause = e.__context__ or e  # Metaflow's ParameterFieldFailed wraps what the function raised
-        raise CompileError("parameter *%s*: its default function raised %s: %s"
-                           % (param.name, type(cause).__name__, _one_line(str(cause)))) from e
+        raise CompileError("parameter *%s*: its default function raised %s" % (param.name, cause_of(e))) from e
+
+
+def cause_of(error: Exception) -> str:
+    """``Type: message`` of what went wrong, in one line: Metaflow's ParameterFieldFailed wraps
+    the exception raised while it evaluated a value, with the whole traceback in its message."""
+    cause = error.__context__ or error
+    return "%s: %s" % (type(cause).__name__, _one_line(str(cause)))
 
 
 def _default_string(name: str, value, type_name: str) -> str:

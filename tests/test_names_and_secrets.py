@@ -563,3 +563,25 @@ class LongFlow(FlowSpec):
     line = refusal(tmp_path, source % {"n": long})
     assert line == ("mfargo: step *%s*: Argo's template and task names have at most 128 characters, this "
                     "step's name 129" % long)
+
+
+def test_a_trigger_value_metaflow_fails_to_make_is_one_line():
+    """`trigger --data PATH`: Metaflow's upload failing (here: no datatools root in its config)
+    is one line with the cause, not Metaflow's traceback inside the line."""
+    from types import SimpleNamespace
+
+    from metaflow.parameters import DelayedEvaluationParameter
+
+    from mfargo import deploy
+    from mfargo.errors import UserError
+
+    def upload(return_str=False):
+        import os
+
+        return os.path.join(None, "IncFlow")
+
+    param = SimpleNamespace(name="data", kwargs={"type": str})
+    with pytest.raises(UserError) as info:
+        deploy.parameter_string(param, DelayedEvaluationParameter("data", "default", upload))
+    assert str(info.value) == ("parameter *data*: TypeError: expected str, bytes or os.PathLike object, "
+                               "not NoneType")
