@@ -585,3 +585,19 @@ def test_a_trigger_value_metaflow_fails_to_make_is_one_line():
         deploy.parameter_string(param, DelayedEvaluationParameter("data", "default", upload))
     assert str(info.value) == ("parameter *data*: TypeError: expected str, bytes or os.PathLike object, "
                                "not NoneType")
+
+
+def test_writing_the_yaml_never_asks_the_metadata_service(tmp_path):
+    """With Metaflow's service metadata at a closed port, `--output-file` still writes the
+    YAML (the service is for the pods, not for compiling)."""
+    from flowtools import clean_env
+
+    url = "http://127.0.0.1:%d/api" % closed_port()
+    out = tmp_path / "wf.yaml"
+    proc = compile_file(write_flow(tmp_path, PARAM_FLOW % "default=1"), "--code-in-image", "/app",
+                        "--output-file", str(out),
+                        env=clean_env(METAFLOW_DEFAULT_METADATA="service", METAFLOW_SERVICE_URL=url), check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [doc, *_] = yaml.safe_load_all(out.read_text())
+    env = {e["name"]: e.get("value") for e in doc["spec"]["templateDefaults"]["container"]["env"]}
+    assert env["METAFLOW_SERVICE_URL"] == url and env["METAFLOW_DEFAULT_METADATA"] == "service"
