@@ -117,12 +117,12 @@ def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:
 
 
 def _check_options(options: CompileOptions) -> None:
-    from . import rules
+    from . import rules, urls
 
     for tag in options.tags:
         rules.tag(tag)
     for name, value in options.config_env + (("--datastore-root", options.datastore_root or ""),):
-        rules.no_url_credentials(name, value)
+        urls.no_secret(name, value)
     # Each lands in a field of the Go size named (Argo's WorkflowSpec).
     rules.count(None, None, "--max-workers", options.max_workers, minimum=1)  # parallelism: int64
     if options.timeout_seconds is not None:  # activeDeadlineSeconds: int64

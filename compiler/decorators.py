@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 from . import ir
@@ -116,21 +117,35 @@ def _port(step: str, value) -> int | None:
 
 
 def _security_context(step: str, value) -> tuple:
-    """Only fields Kubernetes' SecurityContext has (an unknown one was silently dropped)."""
+    """Kubernetes' SecurityContext, checked against its schema (the one Argo's embeds, shipped
+    in mfargo/schemas): an unknown field or a wrong type is refused here, naming the step,
+    not dropped or left to the API server. Keys may be snake_case, as Metaflow's own
+    @kubernetes takes them (the kubernetes client's V1SecurityContext); the YAML has the
+    API's camelCase."""
     context = rules.mapping(step, "kubernetes", "security_context", value)
     if not context:
-        return ()  # hera is loaded only for a context to check (a cached compile never loads it)
-    from mfargo.templates.hera_models import models as m
+        return ()  # the schema is loaded only for a context to check (a cached compile never loads it)
+    from mfargo.validation.schema import definition_errors
 
-    known = {f.alias or n for n, f in m.SecurityContext.model_fields.items()} | set(m.SecurityContext.model_fields)
-    unknown = sorted(str(k) for k in context if k not in known)
-    if unknown:
-        raise CompileError("security_context has no field %s" % ", ".join(map(repr, unknown)), step, "kubernetes")
-    try:
-        m.SecurityContext.model_validate(context)
-    except ValueError as e:
-        raise CompileError("security_context: %s" % " ".join(str(e).split())[:200], step, "kubernetes") from None
+    context = _api_keys(step, context)
+    problems = definition_errors("io.k8s.api.core.v1.SecurityContext", context)
+    if problems:
+        path, message = min(problems, key=lambda p: (len(p[0]), p[1]))
+        where = "".join(".%s" % p if isinstance(p, str) else "[%d]" % p for p in path)
+        raise CompileError("security_context%s: %s" % (where, " ".join(message.split())[:200]), step, "kubernetes")
     return tuple(sorted(context.items()))
+
+
+def _api_keys(step: str, value):
+    """snake_case keys as the API's camelCase (run_as_user -> runAsUser), at every level."""
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise CompileError("security_context has a key %r that is not a string" % (key,), step, "kubernetes")
+        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), k): _api_keys(step, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_api_keys(step, v) for v in value]
+    return value
 
 
 def retry(step: str, decorators) -> ir.Retry:

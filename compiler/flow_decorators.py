@@ -142,9 +142,8 @@ def exit_hooks(flow_decorators, start: ir.Step) -> tuple[ir.ExitHook, ...]:
                 fn_name = fn if isinstance(fn, str) else getattr(fn, "__name__", None)
                 if not fn_name:
                     raise CompileError("@exit_hook: %r is neither a function nor its name" % (fn,))
-                prefix = "success" if on_success else "error"
                 hooks.append(ir.ExitHook(
-                    template="%s-%s" % (prefix, naming.sanitize(fn_name).replace(".", "-")),
+                    template=naming.exit_hook_template_name(on_success, fn_name),
                     function=fn_name,
                     on_success=on_success,
                     image=image,

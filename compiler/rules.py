@@ -226,19 +226,3 @@ def tag(value) -> None:
 
 def _short(value):
     return value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value
-
-
-def no_url_credentials(name: str, value: str) -> None:
-    """A URL with user-info would put a password into the YAML: refuse and say the way."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return
-    if parts.scheme and (parts.username or parts.password):
-        raise CompileError(
-            "%s holds a user name/password (%s://***@%s); the YAML would carry it. Put the "
-            "credentials in a Kubernetes Secret and give it to the pods with METAFLOW_KUBERNETES_SECRETS "
-            "or @kubernetes(secrets=[...]); keep the URL without them" % (name, parts.scheme, parts.hostname or "")
-        )

@@ -33,9 +33,10 @@ PLURALS = {
     "ServiceAccount": "serviceaccounts",
 }
 
-# Connect / read timeouts (seconds) of every request; connection errors are retried twice.
-TIMEOUT = (10, 60)
-CONNECT_RETRIES = 2
+# Connect / read timeouts (seconds) of every request, and one retry of a failed connect:
+# an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read).
+TIMEOUT = (5, 15)
+CONNECT_RETRIES = 1
 
 
 class ClusterError(UserError):

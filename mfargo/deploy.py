@@ -366,8 +366,11 @@ def parameter_string(param: Any, value: Any) -> str:
     """The string `python flow.py run --x VALUE` takes: what the compiled template expects."""
     from metaflow.parameters import DelayedEvaluationParameter
 
-    from mfargo.compiler.parameters import cli_string, type_name_of
+    from mfargo.compiler.parameters import cause_of, cli_string, type_name_of
 
     if isinstance(value, DelayedEvaluationParameter):
-        value = value(return_str=True)
+        try:
+            value = value(return_str=True)  # e.g. Metaflow uploads an IncludeFile's file
+        except Exception as e:  # Metaflow's or the user's code: anything
+            raise UserError("parameter *%s*: %s" % (param.name, cause_of(e))) from e
     return cli_string(value, type_name_of(param))

@@ -86,6 +86,8 @@ def upload(obj, files: tuple[IncludedFile, ...]) -> None:
     client_class = _dict_dataclients.get(obj.flow_datastore.TYPE)
     if client_class is None:
         raise CompileError("IncludeFile: no data client for datastore %s" % obj.flow_datastore.TYPE)
+    for item in files:
+        check_reachable(obj, item.parameter, item.url, " (--only-yaml uploads nothing)")
     with client_class() as client:
         for item in files:
             client.put(item.url, stored_bytes(item.path), overwrite=False)
@@ -95,6 +97,21 @@ def stored_bytes(path: str) -> bytes:
     """The object Metaflow stores for an IncludeFile: the file's bytes, gzip-compressed."""
     with open(path, "rb") as f:
         return gzip.compress(f.read(), compresslevel=3, mtime=0)
+
+
+def check_reachable(obj, parameter: str, url: str | None = None, hint: str = "") -> None:
+    """Before IncludeFile ``parameter``'s file is uploaded (by mfargo, or by Metaflow for
+    `trigger --<parameter> PATH`): Metaflow's S3 client retries an unreachable endpoint for
+    minutes, so ask the bucket once, in seconds (mfargo.s3check)."""
+    if obj.flow_datastore.TYPE != "s3":
+        return
+    from mfargo import s3check
+
+    try:
+        url = url or _root(obj)
+    except CompileError:
+        return  # nowhere to upload to: Metaflow's uploader says so itself
+    s3check.preflight(url, "uploading IncludeFile *%s*" % parameter, hint)
 
 
 def _root(obj) -> str:

@@ -102,7 +102,7 @@ def _fan_out_task(splitter: ir.Step, ctx: str) -> m.DAGTask:
         wiring.Arg(Param.INPUT_PATHS, wiring.step_path(splitter.name, ctx)),
     ]
     return m.DAGTask(
-        name=naming.foreach_template_name(splitter.name),
+        name=naming.fan_out_task_name(splitter.name),
         template=naming.foreach_template_name(splitter.name),
         depends=expr.succeeded(task),
         with_param=expr.task_output(task, Param.NUM_SPLITS),
@@ -142,7 +142,7 @@ def _dag_parents(wf: ir.Workflow, step: ir.Step) -> list[Node]:
         return []
     if isinstance(source, ir.FromForeach):
         splitter = wf.steps[source.splitter]
-        return [Node(naming.foreach_template_name(splitter.name), splitter.condition)]
+        return [Node(naming.fan_out_task_name(splitter.name), splitter.condition)]
     if isinstance(source, ir.Gang):
         return [_node(wf.steps[source.step])]
     return [_node(wf.steps[p]) for p in source.parents]

@@ -51,10 +51,9 @@ RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory"
 
 def task(step: ir.Step) -> m.DAGTask:
     """The report's DAG task, beside the gang's: runs only when the gang task did not succeed."""
-    name = naming.gang_report_template_name(step.name)
     return m.DAGTask(
-        name=name,
-        template=name,
+        name=naming.gang_report_task_name(step.name),
+        template=naming.gang_report_template_name(step.name),
         depends=expr.did_not_succeed(wiring.task_name(step.name)),
         arguments=m.Arguments(parameters=[m.Parameter(name=n, value=v) for n, v in gang.report_arguments(step.gang)]),
     )

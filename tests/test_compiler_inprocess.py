@@ -135,8 +135,8 @@ def test_a_name_without_usable_characters_is_refused():
 
 def test_template_names_have_no_underscores():
     assert naming.template_name("my_step") == "my-step"
-    assert naming.foreach_template_name("fan_out") == "fan-out-foreach"
-    assert naming.recursion_template_name("loop_it") == "loop-it-loop"
+    assert naming.foreach_template_name("fan_out") == "0-foreach-fan-out"
+    assert naming.recursion_template_name("loop_it") == "0-loop-loop-it"
 
 
 # --- command: every rendered command parses back to the words it was built from ----

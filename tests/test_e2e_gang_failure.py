@@ -9,6 +9,8 @@ import re
 from flowtools import gang_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
+from mfargo.compiler import naming
+
 # The runner plays the kernel's OOM killer on worker 1 (rank 2), 8 s after it starts, in
 # both Argo attempts (each attempt is a new JobSet, so restart attempt 0 again).
 OOM_GANG = gang_flow("OomFlow", '@retry(times=1)\n@kubernetes(annotations={"mfargo.runner/faults": "worker-1@0=oom:8"})',
@@ -33,7 +35,7 @@ def test_oom_killed_rank_is_reported_once_after_the_last_attempt(mf_env, tmp_pat
     [train] = by_name["train"]
     assert train.phase == "Failed"
     assert [n.phase for n in by_name["join"]] == ["Omitted"] and [n.phase for n in by_name["end"]] == ["Omitted"]
-    [report] = by_name["train-failure-report"]
+    [report] = by_name[naming.gang_report_task_name("train")]
     assert report.phase == "Failed"
     [last] = by_name["train(1)"]
     assert last.finished_at <= report.started_at

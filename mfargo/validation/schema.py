@@ -203,13 +203,26 @@ def jobset_release(major_minor: str) -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> Schemas:
-    """Built on the first call for each pair of versions only."""
-    argo = json.loads((SCHEMA_DIR / ("argo-workflows-%s.json" % argo_version)).read_text())
-    defs = argo["definitions"]
+def argo_definitions(argo_version: str = DEFAULT_ARGO_VERSION) -> dict:
+    """Argo's schema definitions (with the Kubernetes types it embeds), widened, closed, refs inlined."""
+    defs = json.loads((SCHEMA_DIR / ("argo-workflows-%s.json" % argo_version)).read_text())["definitions"]
     _widen_argo(defs)
     _close(defs)
     _inline_refs(defs, defs)
+    return defs
+
+
+def definition_errors(name: str, instance: Any) -> list[tuple[list, str]]:
+    """(path, message) of each way ``instance`` breaks definition ``name`` of Argo's schema,
+    e.g. io.k8s.api.core.v1.SecurityContext for a value checked on its own."""
+    checker = Checker(argo_definitions()[name], list_types=False)
+    return [(list(e.absolute_path), e.message) for e in checker.validator.iter_errors(instance)]
+
+
+@functools.lru_cache(maxsize=None)
+def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> Schemas:
+    """Built on the first call for each pair of versions only."""
+    defs = argo_definitions(argo_version)
     jobset = json.loads(jobset_release(jobset_version).read_text())
     _close(jobset)
     # The CRD leaves metadata free-form; kubectl's strict validation checks it as ObjectMeta.

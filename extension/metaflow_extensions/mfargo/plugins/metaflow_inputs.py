@@ -295,7 +295,10 @@ def code_source(obj, package, upload: bool = False, fingerprint: bool = False):
     url = store._storage_impl.full_uri(store._storage_impl.path_join(store._prefix, sha[:2], sha))
     if upload:
         if obj.flow_datastore.TYPE == "s3":
-            s3_preflight(url)  # Metaflow's own upload retries for minutes
+            from mfargo import s3check
+
+            s3check.preflight(url, "uploading the code package",
+                              " (or compile with --code-in-image DIR, which uploads nothing)")
         [(url, sha)] = obj.flow_datastore.save_data([blob], len_hint=1)
     return CodeSource(
         package_url=url,
@@ -304,36 +307,6 @@ def code_source(obj, package, upload: bool = False, fingerprint: bool = False):
         package_metadata=package.metadata,
         package_commands=_fetch_commands(obj.environment, url, obj.flow_datastore.TYPE, package.metadata),
     )
-
-
-def s3_preflight(url: str, timeout: float = 5.0) -> None:
-    """Fail in seconds, in one line, when the package upload cannot work: no credentials,
-    an endpoint that does not answer, a bucket that refuses us."""
-    from urllib.parse import urlsplit
-
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError
-    from metaflow import metaflow_config
-
-    from mfargo.errors import UserError
-
-    hint = " (or compile with --code-in-image DIR, which uploads nothing)"
-    endpoint = getattr(metaflow_config, "S3_ENDPOINT_URL", None) or None
-    session = boto3.session.Session()
-    if session.get_credentials() is None:
-        raise UserError("uploading the code package to %s: no AWS credentials found%s" % (url, hint))
-    client = session.client("s3", endpoint_url=endpoint, config=Config(
-        connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 1}))
-    bucket = urlsplit(url).netloc
-    try:
-        client.head_bucket(Bucket=bucket)
-    except ClientError as e:
-        code = e.response.get("Error", {}).get("Code", "?")
-        raise UserError("uploading the code package: bucket %s answered %s%s" % (bucket, code, hint)) from None
-    except (BotoCoreError, OSError) as e:
-        raise UserError("uploading the code package: cannot reach S3 at %s: %s%s"
-                        % (endpoint or "AWS", " ".join(str(e).split()), hint)) from None
 
 
 def _fetch_commands(environment, url: str, datastore: str, metadata: str) -> tuple[str, ...]:
