@@ -119,7 +119,8 @@ def test_steps_named_like_generated_templates_compile_beside_them(tmp_path):
     assert top["Foreach-split"]["template"] == "0-foreach-split"
     assert top["foreach-split"]["depends"] == "Foreach-split.Succeeded"
     assert dag_tasks(doc, "0-foreach-split")["split-foreach"]["template"] == "split-foreach"
-    assert top["train"]["hooks"]["gang-failed"]["template"] == "0-failure-report-train"
+    assert top["Failure-report-train"]["template"] == "0-failure-report-train"
+    assert top["Failure-report-train"]["depends"] == "train.Failed || train.Errored"
     assert "container" in tmpl["0-failure-report-train"] and "resource" in tmpl["train"]
     assert top["train-failure-report"]["template"] == "train-failure-report"
     assert "container" in tmpl["train-failure-report"]

@@ -12,6 +12,8 @@ import yaml
 
 from flowtools import EXAMPLES, clean_env, compile_file, example_args
 
+from mfargo.compiler import naming
+
 SECRET_CONFIG = {"METAFLOW_KUBERNETES_SECRETS": "team-env,shared", "METAFLOW_ARGO_WORKFLOWS_KUBERNETES_SECRETS": "s3-creds,shared"}
 
 
@@ -80,7 +82,8 @@ def test_the_service_url_is_the_outside_one_without_an_internal_one():
 
 def test_exit_hook_pods_get_the_config_secrets_too():
     text = compile_example("exit_hooks", **SECRET_CONFIG)
-    hooks = [p for p in pods(text) if p["where"] in ("success-notify", "error-page")]
+    hooks = [p for p in pods(text) if p["where"] in (naming.exit_hook_template_name(True, "notify"),
+                                                     naming.exit_hook_template_name(False, "page"))]
     assert len(hooks) == 2
     for pod in hooks:
         assert [r["secretRef"]["name"] for r in pod["envFrom"]][-3:] == ["team-env", "shared", "s3-creds"]

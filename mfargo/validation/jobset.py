@@ -51,6 +51,11 @@ def check_jobset(doc: Doc, js: dict, prefix: list, shipped: Schemas | None = Non
     if not (meta.get("name") or meta.get("generateName")):
         doc.add(prefix + ["metadata"], "the JobSet needs metadata.name or generateName")
     rjobs = [r if isinstance(r, dict) else {} for r in spec.get("replicatedJobs") or []]
+    # JobSet (v0.11+) adds a volume to every pod for each volumeClaimPolicies template.
+    claims = [(prefix + ["spec", "volumeClaimPolicies", i, "templates", t],
+               {"name": get(template, "metadata").get("name")})
+              for i, policy in enumerate(spec.get("volumeClaimPolicies") or [])
+              for t, template in enumerate(get(policy).get("templates") or [])]
     for i, r in enumerate(rjobs):
         rp = prefix + ["spec", "replicatedJobs", i]
         doc.labels(get(r, "template", "metadata"), rp + ["template", "metadata"])
@@ -59,7 +64,7 @@ def check_jobset(doc: Doc, js: dict, prefix: list, shipped: Schemas | None = Non
         pod, pp = get(r, "template", "spec", "template", "spec"), rp + ["template", "spec", "template", "spec"]
         check_pod_spec(doc, pod, pp, [(pp + ["containers", j], c) for j, c in enumerate(pod.get("containers") or [])
                                       if isinstance(c, dict)],
-                       [(pp + ["volumes", j], v) for j, v in enumerate(pod.get("volumes") or [])])
+                       [(pp + ["volumes", j], v) for j, v in enumerate(pod.get("volumes") or [])] + claims)
     Webhook(doc, js, prefix, shipped.jobset_target).check()
 
 
