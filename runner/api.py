@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from . import preflight
+from . import contain, preflight
 from .interpreter import check_interpreter, with_interpreter_path
 from .jobset import JobSetController
 from .kube_api import KubeApiServer
@@ -155,11 +155,15 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     :mod:`runner.interpreter`).  Invalid input raises
     WorkflowError before anything runs.
     """
-    doc = WorkflowDoc(load_document(source))
+    started = time.time()
+    doc = WorkflowDoc(load_document(source, time.monotonic() + timeout if timeout else None))
     preflight.check(doc)
     interpreter = check_interpreter(python)
     params = resolve_parameters(doc, dict(parameters or {}))
     name = workflow_name or workflow_name_for(doc)
+    problem = contain.workflow_name_problem(name)
+    if problem:
+        raise WorkflowError(problem)
     ns = namespace or doc.metadata.get("namespace") or "default"
     if work_dir is None:
         work_dir = Path(tempfile.mkdtemp(prefix=f"mfargo-run-{name}-"))
@@ -213,7 +217,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                 except (ValueError, RuntimeError, NotImplementedError):
                     pass
         try:
-            hard = time.time() + timeout if timeout else None
+            hard = started + timeout if timeout else None  # reading the YAML counts
             result.status, result.message = await executor.execute(hard)
         finally:
             try:

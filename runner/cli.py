@@ -31,9 +31,8 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
-
-import yaml
 
 from . import events as ev
 from . import readback, serve, workdir
@@ -154,11 +153,17 @@ def main(argv: list[str] | None = None) -> int:
         text = Path(args.workflow).read_text()
     except OSError as e:
         print(f"mfargo run: {e}", file=sys.stderr)
+        if not keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
         return 2
-    try:
-        params = include_file_paths_absolute(load_document(text), params)
-    except (WorkflowError, yaml.YAMLError):
-        pass  # the run below reports an unreadable workflow
+    try:  # read within --timeout and the YAML bounds, before any server or pod starts
+        params = include_file_paths_absolute(
+            load_document(text, time.monotonic() + args.timeout if args.timeout else None), params)
+    except WorkflowError as e:
+        print(f"mfargo run: {e}", file=sys.stderr)
+        if not keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        return 2
     embedded = args.s3 or (not args.no_s3 and _uses_s3(text) and not _endpoint_configured(env, text))
     local_md = work_dir / "metaflow-local"
     force_env: dict[str, str | None] = {}
@@ -200,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                               timeout=args.timeout, validate=not args.no_validate,
                               private_tmp=not args.shared_tmp, force_env=force_env or None,
                               node_capacity=capacity or None, python=args.python)
-    except (WorkflowError, OSError, yaml.YAMLError) as e:
+    except (WorkflowError, OSError) as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)

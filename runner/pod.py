@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import events as ev
-from . import mountns
+from . import contain, mountns
 from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, termination_message
 from .reaper import Reaper
 
@@ -167,6 +167,10 @@ class PodRunner(PodSetup):
 
     # -- main entry ------------------------------------------------------------
     async def run(self, pod: PodSpec) -> PodResult:
+        problem = contain.pod_problem(pod.name, pod.volumes or [],
+                                      pod.init_containers + pod.containers + pod.sidecars)
+        if problem:  # before anything is created: a name from the YAML would leave the work directory
+            raise PodError(problem)
         pod_dir = self.work_dir / "pods" / pod.name
         try:
             pod_dir.mkdir(parents=True, exist_ok=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import events as ev
-from . import mountns
+from . import contain, mountns
 
 if TYPE_CHECKING:
     from .pod import PodSpec
@@ -133,7 +133,7 @@ class PodSetup:
                     d = pod_dir / "mounts" / mangle(m.get("mountPath", name))
                 elif v.get("persistentVolumeClaim"):
                     claim = v["persistentVolumeClaim"].get("claimName") or name
-                    d = self.work_dir / "volumes" / "pvc" / claim
+                    d = self._inside(self.work_dir / "volumes" / "pvc", claim, "claimName")
                 elif v.get("hostPath"):
                     d = self.work_dir / "volumes" / "hostPath" / mangle(v["hostPath"].get("path", name))
                 else:
@@ -144,6 +144,13 @@ class PodSetup:
                 dirs[name] = d
         return dirs
 
+    @staticmethod
+    def _inside(root: Path, relative: str, what: str) -> Path:
+        try:
+            return contain.join_inside(root, relative, what)
+        except ValueError as e:
+            raise PodError(str(e)) from None
+
     def _mounts(self, c: dict, volume_dirs: dict[str, Path], pod_dir: Path) -> list[tuple[str, Path]]:
         mounts: list[tuple[str, Path]] = []
         for m in c.get("volumeMounts") or []:
@@ -152,7 +159,7 @@ class PodSetup:
                 continue
             host = volume_dirs[m["name"]]
             if m.get("subPath"):
-                host = host / m["subPath"]
+                host = self._inside(host, m["subPath"], "subPath")
                 host.mkdir(parents=True, exist_ok=True)
             mounts.append((path.rstrip("/"), host))
         taken = {p for p, _ in mounts}
