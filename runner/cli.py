@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", metavar="PATH",
                    help="the interpreter the pods' `python` runs (default: the one running mfargo); "
                         "its directory goes first on the pods' PATH")
+    p.add_argument("--max-workers", type=int, metavar="N",
+                   help="at most N pods run at once, a JobSet's pods admitted together (default: "
+                        "2 per core, at most 16, Metaflow's run --max-workers default); the YAML's "
+                        "parallelism still applies")
     p.add_argument("--serve-s3", type=Path, metavar="DIR",
                    help="serve a kept S3 data directory (WORK/s3) again in the background; prints `export` lines "
                         "for eval and the server's pid (kill it to stop)")
@@ -140,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         return serve.start_background(args.serve_s3.resolve())
     if not args.workflow:
         print("mfargo run: a WORKFLOW.yaml is required", file=sys.stderr)
+        return 2
+    if args.max_workers is not None and args.max_workers < 1:
+        print(f"mfargo run: --max-workers must be at least 1, got {args.max_workers}", file=sys.stderr)
         return 2
     params = _parse_params(args.parameter)
     capacity = _parse_params(args.node_capacity)
@@ -204,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
                               timeout=args.timeout, validate=not args.no_validate,
                               private_tmp=not args.shared_tmp, force_env=force_env or None,
-                              node_capacity=capacity or None, python=args.python)
+                              node_capacity=capacity or None, python=args.python,
+                              max_workers=args.max_workers)
     except (WorkflowError, OSError) as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:

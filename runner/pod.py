@@ -46,6 +46,7 @@ from . import events as ev
 from . import contain, mountns
 from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, termination_message
 from .reaper import Reaper
+from .slots import PodSlots, default_max_workers
 
 __all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR", "k8s_expand"]
 
@@ -73,6 +74,7 @@ class PodSpec:
     extra_env: dict[str, str] = field(default_factory=dict)
     display: str = ""
     deadline_message: str = DEFAULT_DEADLINE_MESSAGE
+    gang_admitted: bool = False  # its JobSet holds the slots of all its pods (runner.slots)
 
 
 @dataclass
@@ -108,8 +110,11 @@ class PodRunner(PodSetup):
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True,
                  private_tmp: bool = True, force_env: dict[str, str | None] | None = None,
-                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None):
+                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None,
+                 max_workers: int | None = None):
         self.work_dir = Path(work_dir)
+        # At most this many pods run at once (runner.slots); JobSets take their gang's slots.
+        self.slots = PodSlots(max_workers or default_max_workers())
         self.base_env = dict(base_env)
         self.code_dir = Path(code_dir).resolve() if code_dir else None
         self.image_code_dir = image_code_dir.rstrip("/") if image_code_dir else None
@@ -218,16 +223,19 @@ class PodRunner(PodSetup):
                 finally:
                     self.pending.pop(pod.name, None)
             multi = len(all_containers) > 1
-            body = self._body(pod, prepared, log, multi)
-            try:
-                if pod.active_deadline is not None and pod.active_deadline >= 0:
-                    code, reason, message, stdout = await asyncio.wait_for(body, timeout=pod.active_deadline)
-                else:
-                    code, reason, message, stdout = await body
-            except asyncio.TimeoutError:
-                result.reason, result.message, result.exit_code = "DeadlineExceeded", pod.deadline_message, None
-                log.write(f"runner: {pod.deadline_message}\n".encode())
-                return result
+            # Waiting for a slot, the pod is Pending: its deadline starts when it runs.
+            async with contextlib.nullcontext() if pod.gang_admitted else self.slots.admit(1):
+                result.started_at = time.time()
+                body = self._body(pod, prepared, log, multi)
+                try:
+                    if pod.active_deadline is not None and pod.active_deadline >= 0:
+                        code, reason, message, stdout = await asyncio.wait_for(body, timeout=pod.active_deadline)
+                    else:
+                        code, reason, message, stdout = await body
+                except asyncio.TimeoutError:
+                    result.reason, result.message, result.exit_code = "DeadlineExceeded", pod.deadline_message, None
+                    log.write(f"runner: {pod.deadline_message}\n".encode())
+                    return result
             result.exit_code, result.reason, result.message, result.stdout = code, reason, message, stdout
             if reason == "Completed":
                 result.phase = "Succeeded"
