@@ -1,7 +1,7 @@
 """`mfargo run` against Metaflow's own local runtime, on the same flows and the same S3 datastore.
 
-For each flow, in rounds (each round runs every command once, the order alternating, so a
-slow spell of a shared machine falls on both alike):
+For each flow, in rounds after an unmeasured warm-up round (each round runs every command
+once, the order alternating, so a slow spell of a shared machine falls on both alike):
 
 * **metaflow**: ``python flow.py --datastore=s3 ... run`` (Metaflow's local runtime, its
   default ``--max-workers`` 16; ``@parallel`` runs as ``num_parallel`` local processes);
@@ -12,9 +12,10 @@ Both use one loopback SeaweedFS S3 server (``runner.s3server``, as the tests do)
 metadata. Printed per command: wall seconds, CPU seconds (user + system of the command and
 every descendant it waited for, from ``wait4``), the peak number of live processes in its
 tree and the distinct processes seen (sampled every 50 ms, so short-lived ones may be
-missed), medians over the rounds, with the machine's load average while it ran.
+missed), medians over the rounds and the range of the per-round wall ratio, with the
+machine's load average while it ran.
 
-    python benchmarks/runner_vs_metaflow.py [--rounds 3] [--flows hello,branches,...]
+    python benchmarks/runner_vs_metaflow.py [--rounds 3] [--warmup 1] [--flows hello,branches,...]
         [--max-workers N]   # passed to `mfargo run` (default: its own)
 """
 from __future__ import annotations
@@ -174,6 +175,8 @@ def flow_dir(root: Path, name: str) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="unmeasured rounds first (Metaflow's first run of a flow uploads its code package)")
     ap.add_argument("--flows", default=",".join(FLOWS))
     ap.add_argument("--max-workers", type=int, help="mfargo run --max-workers (default: its own)")
     args = ap.parse_args()
@@ -194,7 +197,7 @@ def main() -> int:
             env.pop("PYTHONPATH", None)
             top = ["--datastore=s3", f"--datastore-root=s3://{BUCKET}/metaflow", "--metadata=local"]
             dirs = {n: flow_dir(root, n) for n in names}
-            for r in range(args.rounds):
+            for r in range(-args.warmup, args.rounds):
                 for n in names:
                     d, file = dirs[n], FLOWS[n][0]
                     mf = [sys.executable, file, *top, "run"]
@@ -204,11 +207,12 @@ def main() -> int:
                     if args.max_workers:
                         run += ["--max-workers", str(args.max_workers)]
                     order = [("metaflow", mf), ("compile", comp), ("mfargo", run)]
+                    # mfargo runs first in odd rounds: a slow spell falls on each side alike
                     if r % 2:
                         order = [order[1], order[2], order[0]]
                     for kind, argv in order:
                         m = measure(argv, d, env, root / f"{n}-{kind}-{r}.log")
-                        if m is None:
+                        if m is None or r < 0:
                             continue
                         results.setdefault((n, kind), []).append(m)
                         print(f"round {r + 1} {n:10s} {kind:8s} wall {m['wall']:6.2f}s cpu {m['cpu']:6.2f}s "
@@ -222,14 +226,16 @@ def main() -> int:
     print("\nmedians over %d rounds (load average %.1f-%.1f)" % (
         args.rounds, min(m["load"] for v in results.values() for m in v),
         max(m["load"] for v in results.values() for m in v)))
-    print("| flow | tasks | metaflow wall | mfargo run wall | ratio | compile wall | metaflow CPU | mfargo CPU "
+    print("| flow | tasks | metaflow wall | mfargo run wall | ratio (range over rounds) | compile wall | metaflow CPU | mfargo CPU "
           "| CPU/task mf | CPU/task mfargo | peak procs mf | peak procs mfargo | procs seen mf | procs seen mfargo |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in names:
         tasks = FLOWS[n][2]
         mw, rw = med(n, "metaflow", "wall"), med(n, "mfargo", "wall")
         mc, rc = med(n, "metaflow", "cpu"), med(n, "mfargo", "cpu")
-        print(f"| {n} | {tasks} | {mw:.2f} | {rw:.2f} | {rw / mw:.2f} | {med(n, 'compile', 'wall'):.2f} | "
+        ratios = [b["wall"] / a["wall"] for a, b in zip(results.get((n, "metaflow"), []), results.get((n, "mfargo"), []))]
+        spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+        print(f"| {n} | {tasks} | {mw:.2f} | {rw:.2f} | {rw / mw:.2f}{spread} | {med(n, 'compile', 'wall'):.2f} | "
               f"{mc:.2f} | {rc:.2f} | {mc / tasks:.2f} | {rc / tasks:.2f} | {med(n, 'metaflow', 'peak'):.0f} | "
               f"{med(n, 'mfargo', 'peak'):.0f} | {med(n, 'metaflow', 'seen'):.0f} | {med(n, 'mfargo', 'seen'):.0f} |")
     return 0
