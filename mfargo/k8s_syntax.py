@@ -37,6 +37,8 @@ QUANTITY_SUFFIXES = {
     "m": Decimal("1e-3"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
     "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }
+ARGO_FIELD_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")  # Argo's template/task/step names
+ARGO_FIELD_NAME_MAX = 128
 
 
 def is_dns1123_label(name: str, limit: int = LABEL_MAX) -> bool:
@@ -52,6 +54,26 @@ def is_dns1123_subdomain(name: str, limit: int = SUBDOMAIN_MAX) -> bool:
 def is_dns1035_label(name: str, limit: int = LABEL_MAX) -> bool:
     """Names that become Services or Jobs under a JobSet: a DNS-1123 label starting with a letter."""
     return len(name) <= limit and bool(DNS1035_LABEL.match(name))
+
+
+def is_argo_field_name(name: object) -> bool:
+    """Argo's template, task and step names: 1-128 chars of [a-zA-Z0-9-], alphanumeric first."""
+    return isinstance(name, str) and len(name) <= ARGO_FIELD_NAME_MAX and bool(ARGO_FIELD_NAME.match(name))
+
+
+def path_problem(path: object, absolute: bool) -> str | None:
+    """A volume path: ``mountPath``/``hostPath.path`` (absolute) or ``subPath`` (relative),
+    never stepping back with a ``..`` element (the API server's validatePathNoBacksteps,
+    validateLocalDescendingPath)."""
+    if not isinstance(path, str) or not path:
+        return "%r must be a non-empty path" % (path,)
+    if path.startswith("/") != absolute:
+        return "%r must be %s path" % (path, "an absolute" if absolute else "a relative")
+    if ".." in path.split("/"):
+        return "%r must not contain '..'" % path
+    if "\0" in path:
+        return "%r must not contain a NUL character" % path
+    return None
 
 
 def is_env_var_name(name: str) -> bool:

@@ -158,7 +158,26 @@ class JobSet:
         self.bump()
 
     async def _attempt(self, restart: int):
-        """Run one generation of all Jobs; None on success else (rjob, reason, message)."""
+        """Run one generation of all Jobs, its pods admitted together (runner.slots);
+        None on success else (rjob, reason, message)."""
+        slots = self.controller.pods.slots
+        size = self.gang_size()
+        if size > slots.capacity:
+            self._emit(f"its {size} pods are more than --max-workers {slots.capacity}: "
+                       "the gang waits for every slot and runs alone")
+        async with slots.admit(size):
+            return await self._generation(restart)
+
+    def gang_size(self) -> int:
+        """Pods that run at once: each Job's min(parallelism, completions), for every replica."""
+        total = 0
+        for rj in self.obj["spec"]["replicatedJobs"]:
+            job = (rj.get("template") or {}).get("spec") or {}
+            completions = int(job.get("completions") or 1)
+            total += int(rj.get("replicas", 1)) * min(completions, max(int(job.get("parallelism") or completions), 1))
+        return total
+
+    async def _generation(self, restart: int):
         spec = self.obj["spec"]
         self.objects.reset()  # a restart deletes the previous generation's Jobs and pods
         rjobs = [_RJob(i, rj["name"], rj, int(rj.get("replicas", 1))) for i, rj in enumerate(spec["replicatedJobs"])]
@@ -299,6 +318,7 @@ class JobSet:
         pod_tmpl = ((r.spec.get("template") or {}).get("spec") or {}).get("template") or {}
         pmeta = pod_tmpl.get("metadata") or {}
         pod = jobset_pod.build(self.obj, self.controller.namespace, r.name, r.replicas, j, g, idx, restart, total)
+        pod.gang_admitted = True  # _attempt holds the gang's slots
         self.pod_names.append(pod.name)
         self.objects.pod_started(pod)
         self._emit(f"pod {pod.name} started (job {job_name}, restart-attempt {restart})")

@@ -11,11 +11,12 @@ import contextlib
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import events as ev
-from . import mountns
+from . import contain, mountns
 
 if TYPE_CHECKING:
     from .pod import PodSpec
@@ -151,7 +152,7 @@ class PodSetup:
                     d = pod_dir / "mounts" / mangle(m.get("mountPath", name))
                 elif v.get("persistentVolumeClaim"):
                     claim = v["persistentVolumeClaim"].get("claimName") or name
-                    d = self.work_dir / "volumes" / "pvc" / claim
+                    d = self._inside(self.work_dir / "volumes" / "pvc", claim, "claimName")
                 elif v.get("hostPath"):
                     d = self.work_dir / "volumes" / "hostPath" / mangle(v["hostPath"].get("path", name))
                 else:
@@ -162,6 +163,13 @@ class PodSetup:
                 dirs[name] = d
         return dirs
 
+    @staticmethod
+    def _inside(root: Path, relative: str, what: str) -> Path:
+        try:
+            return contain.join_inside(root, relative, what)
+        except ValueError as e:
+            raise PodError(str(e)) from None
+
     def _mounts(self, c: dict, volume_dirs: dict[str, Path], pod_dir: Path) -> list[tuple[str, Path]]:
         mounts: list[tuple[str, Path]] = []
         for m in c.get("volumeMounts") or []:
@@ -170,7 +178,7 @@ class PodSetup:
                 continue
             host = volume_dirs[m["name"]]
             if m.get("subPath"):
-                host = host / m["subPath"]
+                host = self._inside(host, m["subPath"], "subPath")
                 host.mkdir(parents=True, exist_ok=True)
             mounts.append((path.rstrip("/"), host))
         taken = {p for p, _ in mounts}
@@ -346,3 +354,16 @@ class PodSetup:
                     self.on_event(ev.Event(ev.WARNING, node=pod.display, message=(
                         f"/tmp/{top} exists on this machine, but each pod has a private /tmp "
                         f"(<pod dir>/tmp), as in Kubernetes; use shared_tmp/--shared-tmp to share it")))
+
+
+def resolve_exe(argv0: str, env: dict[str, str]) -> str | None:
+    """A container's command as this machine runs it: an absolute path missing here (an
+    image's /usr/local/bin/python) is looked up by its base name on the pod's PATH."""
+    path = env.get("PATH", os.defpath)
+    if "/" in argv0:
+        if os.path.isfile(argv0) and os.access(argv0, os.X_OK):
+            return argv0
+        if os.path.isabs(argv0):
+            return shutil.which(os.path.basename(argv0), path=path)
+        return argv0
+    return shutil.which(argv0, path=path)

@@ -15,14 +15,9 @@ from .report import IN_MANIFEST, Doc, get, has_tag, parse_manifest, with_plausib
 from .schema import Schemas, schema_has_field
 
 ACTIONS = ("get", "create", "apply", "delete", "replace", "patch")
-ARGO_FIELD_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")  # template/task/step names, <= 128
 PARAM_NAME = re.compile(r"^[-a-zA-Z0-9_]+$")
 DEPENDS_REF = re.compile(r"([A-Za-z0-9][-A-Za-z0-9]*)(?:\.(\w+))?")
 TASK_RESULTS = {"Succeeded", "Failed", "Errored", "Skipped", "Omitted", "Daemoned", "AnySucceeded", "AllFailed"}
-
-
-def _is_field_name(name: object) -> bool:
-    return isinstance(name, str) and len(name) <= 128 and bool(ARGO_FIELD_NAME.match(name))
 
 
 def check_name(doc: Doc, kind: str, meta: dict, limit: int) -> None:
@@ -60,7 +55,7 @@ def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
         check_pod_spec(doc, t, tp, containers, volumes)
         if name in seen:
             doc.add(tp + ["name"], "duplicate template name %r" % name)
-        elif not _is_field_name(name):
+        elif not k8s_syntax.is_argo_field_name(name):
             doc.add(tp + ["name"], "%r: template names are 1-128 chars of [a-zA-Z0-9-], alphanumeric first" % name)
         seen.add(name)
         for io in ("inputs", "outputs"):
@@ -127,7 +122,7 @@ def _check_tasks(doc: Doc, t: dict, tp: list, template_names: set) -> None:
         if not isinstance(s, dict):
             continue
         name = s.get("name")
-        if not _is_field_name(name):
+        if not k8s_syntax.is_argo_field_name(name):
             doc.add(sp + ["name"], "%r: task/step names are 1-128 chars of [a-zA-Z0-9-], alphanumeric first" % name)
         elif sp[len(tp)] == "dag" and name in seen:
             doc.add(sp + ["name"], "duplicate task name %r" % name)
