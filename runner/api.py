@@ -25,7 +25,7 @@ from typing import Any
 from . import events as ev
 from . import contain, include_files, preflight
 from .interpreter import check_interpreter, needed_paths, with_interpreter_path
-from .jobset import JobSetController
+from .jobset_controller import JobSetController
 from .kube_api import KubeApiServer
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
 from .pod import PodRunner

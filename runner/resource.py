@@ -26,7 +26,8 @@ from mfargo.k8s_syntax import Requirement
 
 from . import bounded_yaml
 from . import events as ev
-from .jobset import GROUP, JobSetController, JobSetError, validate
+from .jobset import GROUP, JobSetError, validate
+from .jobset_controller import JobSetController
 
 
 class ResourceError(Exception):
