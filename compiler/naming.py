@@ -130,8 +130,15 @@ def gang_report_template_name(step: str) -> str:
 
 
 def gang_report_task_name(step: str) -> str:
-    """The DAG task, beside the gang's, running that report (a capital: not a step's)."""
-    return _fit("Failure-report-%s" % template_name(step))
+    """The DAG task, beside the gang's, running that report: the step's name and a capital
+    (no step name has one). It sorts after the step's own task, so the workflow's message,
+    which Argo takes from the first failed leaf task in name order, stays the gang's (for a
+    step name of over 111 characters, cut to fit, only the capital is kept)."""
+    name = "%s-Failure-report" % template_name(step)
+    if len(name) <= MAX_ARGO_NAME:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+    return "%s-F%s" % (template_name(step)[: MAX_ARGO_NAME - 14], digest)  # the capital kept
 
 
 def exit_hook_template_name(on_success: bool, function: str) -> str:

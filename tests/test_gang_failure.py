@@ -137,7 +137,7 @@ def test_every_gang_task_has_a_report_task_beside_it_and_no_hook(training_docs):
     assert gang_tasks
     for tasks, task in gang_tasks:
         assert "hooks" not in task  # argo-workflows#16057: never run when the gang fails for good
-        [report_task] = [t for t in tasks if t["name"] == "Failure-report-" + task["name"]]
+        [report_task] = [t for t in tasks if t["name"] == task["name"] + "-Failure-report"]
         assert report_task["depends"] == "%s.Failed || %s.Errored" % (task["name"], task["name"])
         # Nothing else depends on the report: a leaf, whose Omitted phase inherits the gang's branch.
         assert not [t for t in tasks if report_task["name"] in (t.get("depends") or "")]

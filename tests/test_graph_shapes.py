@@ -244,7 +244,7 @@ def test_parallel_inside_foreach_gets_per_split_entropy(tmp_path):
     assert args(body["train"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
     assert args(body["gang-join"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
     # The gang's failure report sits in the same body DAG, reading the same split's entropy.
-    report = body["Failure-report-train"]
+    report = body["train-Failure-report"]
     assert report["depends"] == "train.Failed || train.Errored" and "hooks" not in body["train"]
     assert args(report) == {"task-id-entropy": "{{tasks.prep.outputs.parameters.task-id-entropy}}"}
     # the gang join's own id is per split: t<ctx>, ctx = -<split>

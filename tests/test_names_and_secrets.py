@@ -119,8 +119,8 @@ def test_steps_named_like_generated_templates_compile_beside_them(tmp_path):
     assert top["Foreach-split"]["template"] == "0-foreach-split"
     assert top["foreach-split"]["depends"] == "Foreach-split.Succeeded"
     assert dag_tasks(doc, "0-foreach-split")["split-foreach"]["template"] == "split-foreach"
-    assert top["Failure-report-train"]["template"] == "0-failure-report-train"
-    assert top["Failure-report-train"]["depends"] == "train.Failed || train.Errored"
+    assert top["train-Failure-report"]["template"] == "0-failure-report-train"
+    assert top["train-Failure-report"]["depends"] == "train.Failed || train.Errored"
     assert "container" in tmpl["0-failure-report-train"] and "resource" in tmpl["train"]
     assert top["train-failure-report"]["template"] == "train-failure-report"
     assert "container" in tmpl["train-failure-report"]
@@ -181,6 +181,18 @@ class Hooked(FlowSpec):
     assert sorted(hooks.values()) == ["0-on-error-on-error-page", "0-on-success-notify-slack-on-error"]
     assert set(hooks.values()) <= set(templates(doc))
     assert {"error-on-error-page", "notify-slack-on-error"} <= set(templates(doc))
+
+
+def test_the_report_task_sorts_after_its_gang_step_and_keeps_its_capital():
+    """Argo's failed-run message comes from the first failed task in name order: the gang
+    step's own (its reason: never scheduled, OOMKilled...), not its report's."""
+    for step in ("train", "a", "z" * 111):
+        task = naming.gang_report_task_name(step)
+        assert sorted([task, naming.template_name(step)])[0] == naming.template_name(step)
+    for step in ("train", "z" * 112, "t" * 128):  # too long names are cut: the capital stays
+        task = naming.gang_report_task_name(step)
+        assert len(task) <= naming.MAX_ARGO_NAME and any(c.isupper() for c in task)
+    assert naming.gang_report_task_name("t" * 128) != naming.gang_report_task_name("t" * 127 + "u")
 
 
 def test_added_names_are_outside_the_step_names_by_construction():
