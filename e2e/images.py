@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,8 +84,17 @@ def _base_layer_path(base: Path) -> Path:
     return base.with_name("layer-" + base.name.removeprefix("rootfs-") + ".tar")
 
 
-def base_rootfs() -> Path:
-    """debootstrap minbase with python3, once per (suite, packages)."""
+_BASE_LOCK = threading.Lock()  # the Python and argoexec images are built in parallel on one base
+
+
+def base_root() -> tuple[Path, Path, str]:
+    """The base root file system, its layer tar and the layer's sha256 (built once, under a lock)."""
+    with _BASE_LOCK:
+        root = _base_rootfs()
+        return root, _base_layer_path(root), _layer("image-base", root, ["."], _base_layer_path(root))
+
+
+def _base_rootfs() -> Path:
     key = _key(layout.DEBIAN_SUITE, BASE_PACKAGES)
     done = _images_dir() / f"rootfs-base-{key}"
     if done.is_dir():
@@ -216,8 +226,7 @@ def _project_layer(deps_root: Path, out: Path) -> None:
 
 def python_image() -> Image:
     """The pods' image: base, dependencies, this checkout (each layer cached on its own key)."""
-    base = base_rootfs()
-    base_sha = _layer("image-base", base, ["."], _base_layer_path(base))
+    base, base_layer, base_sha = base_root()
     reqs = _project_requirements()
     deps_root, deps_layer, deps_sha = _deps_rootfs(base, reqs)
     tag = _key(deps_root.name, _tree_key(layout.REPO, PROJECT_FILES))
@@ -233,15 +242,14 @@ def python_image() -> Image:
     proj_sha = proj_layer.with_suffix(".sha256").read_text().strip()
     config = {"Env": ["PATH=/venv/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"],
               "Cmd": ["python"], "WorkingDir": "/"}
-    return Image("python", tag, ((_base_layer_path(base), base_sha), (deps_layer, deps_sha),
+    return Image("python", tag, ((base_layer, base_sha), (deps_layer, deps_sha),
                                  (proj_layer, proj_sha)), config)
 
 
 def argoexec_image(argoexec: Path, kubectl: Path) -> Image:
     """The Argo executor image: argoexec and kubectl on the base root file system."""
-    base = base_rootfs()
+    _, base_layer, base_sha = base_root()
     d = _images_dir()
-    base_sha = _layer("image-base", base, ["."], _base_layer_path(base))
     tag = _key(_file_sha(argoexec), _file_sha(kubectl))
     layer = d / f"layer-argoexec-{tag}.tar"
     if not layer.exists():
@@ -254,7 +262,7 @@ def argoexec_image(argoexec: Path, kubectl: Path) -> Image:
         shutil.rmtree(stage)
     sha = layer.with_suffix(".sha256").read_text().strip()
     config = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Entrypoint": ["argoexec"], "User": "8737"}
-    return Image("argoexec", tag, ((_base_layer_path(base), base_sha), (layer, sha)), config)
+    return Image("argoexec", tag, ((base_layer, base_sha), (layer, sha)), config)
 
 
 def pause_image() -> Image:

@@ -87,7 +87,9 @@ def cni_config() -> Path:
         {"type": "bridge", "bridge": layout.BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
          "ipam": {"type": "host-local", "dataDir": str(layout.state("cni", "ipam")),
                   "ranges": [[{"subnet": layout.POD_CIDR, "rangeStart": layout.POD_RANGE[0],
-                               "rangeEnd": layout.POD_RANGE[1], "gateway": layout.NODE_IP}]]}}]}
+                               "rangeEnd": layout.POD_RANGE[1], "gateway": layout.NODE_IP}]],
+                  # Service IPs are routed via the host (kube-proxy); the FORWARD chain drops the rest.
+                  "routes": [{"dst": "0.0.0.0/0"}]}}]}
     tmp = d / ".10-mfe2e.conflist.tmp"  # containerd watches the directory: write whole files only
     tmp.write_text(json.dumps(conf, indent=1))
     os.replace(tmp, d / "10-mfe2e.conflist")
