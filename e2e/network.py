@@ -96,8 +96,26 @@ def cni_config() -> Path:
     return d
 
 
+def _remove_kube_chains() -> None:
+    """The KUBE-* chains kubelet and kube-proxy leave behind (kubelet has no clean-up of its own)."""
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            p = subprocess.run([tool, "-w", "5", "-t", table, "-S"], capture_output=True, text=True)
+            rules = p.stdout.splitlines()
+            for rule in rules:  # jumps from the built-in chains first
+                words = rule.split()
+                if words[:1] == ["-A"] and not words[1].startswith("KUBE-") and any(
+                        w.startswith("KUBE-") for w in words[2:]):
+                    subprocess.run([tool, "-w", "5", "-t", table, "-D", *words[1:]], capture_output=True)
+            chains = [r.split()[1] for r in rules if r.startswith("-N KUBE-")]
+            for verb in ("-F", "-X"):
+                for chain in chains:
+                    subprocess.run([tool, "-w", "5", "-t", table, verb, chain], capture_output=True)
+
+
 def down() -> None:
     """Remove what up() made; put ip_forward back."""
+    _remove_kube_chains()
     while _iptables("-D", "FORWARD", "-j", CHAIN):
         pass
     if _iptables("-F", CHAIN):
