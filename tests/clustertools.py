@@ -100,7 +100,15 @@ def wait_workflow(env: dict, run_id: str, timeout: float = 900) -> dict:
 
 
 def failed_nodes(wf: dict) -> str:
-    """The failed nodes of a workflow and their messages, for an assertion's text."""
+    """The failed nodes of a workflow, their messages and the last line each failed pod's main
+    container wrote (the kubelet keeps pod logs under the cluster's state), for an assertion."""
     nodes = wf.get("status", {}).get("nodes", {}).values()
-    return "; ".join(f"{n.get('displayName')}: {n.get('phase')} {n.get('message', '')}".strip()
+    text = "; ".join(f"{n.get('displayName')}: {n.get('phase')} {n.get('message', '')}".strip()
                      for n in nodes if n.get("phase") in ("Failed", "Error")) or wf.get("status", {}).get("message", "")
+    name = wf["metadata"]["name"]
+    for log in sorted(STATE.glob(f"kubelet/pod-logs/*_{name}-*/main/0.log")):
+        lines = [ln.split(" ", 3)[-1] for ln in log.read_text(errors="replace").splitlines()
+                 if " argo=true" not in ln and "level=" not in ln and " Error: exit status " not in ln]
+        if lines:
+            text += f"\n  {log.parent.parent.name.split('_')[1]}: {lines[-1]}"
+    return text
