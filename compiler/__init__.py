@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from mfargo import k8s_syntax
+
 from . import decorators as decos
 from . import graph as graphs
 from . import ir, naming, parameters
@@ -41,13 +43,18 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             switch_cases=shape.switch_cases,
             condition=shape.condition,
             switch_parent=shape.switch_parent,
-            compute=decos.compute(name, node.decorators, options.default_image, options.namespace),
+            compute=decos.compute(name, node.decorators, options.default_image, options.namespace, options.pod_secrets),
             retry=retry,
             timeout_seconds=decos.timeout_seconds(name, node.decorators),
             environment=decos.environment(name, node.decorators),
             decorator_specs=decos.forwarded_specs(node.decorators),
         )
     scheduled = any(d.name == "schedule" for d in flow_decorators)
+    annotations = _annotations(graph, options)
+    problem = k8s_syntax.annotations_size_problem(dict(annotations))
+    if problem:
+        raise CompileError("--workflow-title, --workflow-description and --tag become the template's annotations: "
+                           + problem)
     project = dict(options.project)
     wf_name = naming.deployed_name(options.name, project.get("project_flow_name"), graph.name)
     return ir.Workflow(
@@ -64,7 +71,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         step_args=_step_args(options),
         env=_shared_env(flow, wf_name, options),
         labels=((Label.PART_OF, Label.METAFLOW), (Label.NAME, "metaflow-flow")),
-        annotations=_annotations(graph, options),
+        annotations=annotations,
         max_workers=options.max_workers,
         timeout_seconds=options.timeout_seconds,
         priority=options.priority,
@@ -82,7 +89,7 @@ def _gangs(shapes: dict, graph, options: CompileOptions) -> dict[str, ir.Gang]:
         if isinstance(shape.inputs, ir.Gang):
             gang = shape.inputs
             decorators = graph[gang.step].decorators
-            compute = decos.compute(gang.step, decorators, options.default_image, options.namespace)
+            compute = decos.compute(gang.step, decorators, options.default_image, options.namespace, options.pod_secrets)
             gangs[gang.step] = replace(gang, placement=decos.placement(gang.step, decorators, compute))
     return gangs
 
@@ -110,16 +117,22 @@ def with_code_package(wf: ir.Workflow, code: ir.CodeSource) -> ir.Workflow:
 
 
 def _check_options(options: CompileOptions) -> None:
-    from . import rules
+    from . import rules, urls
 
     for tag in options.tags:
         rules.tag(tag)
     for name, value in options.config_env + (("--datastore-root", options.datastore_root or ""),):
-        rules.no_url_credentials(name, value)
-    if options.max_workers < 1:
-        raise CompileError("--max-workers must be at least 1, not %d" % options.max_workers)
-    if options.timeout_seconds is not None and options.timeout_seconds <= 0:
-        raise CompileError("--workflow-timeout must be more than 0 seconds, not %d" % options.timeout_seconds)
+        urls.no_secret(name, value)
+    # Each lands in a field of the Go size named (Argo's WorkflowSpec).
+    rules.count(None, None, "--max-workers", options.max_workers, minimum=1)  # parallelism: int64
+    if options.timeout_seconds is not None:  # activeDeadlineSeconds: int64
+        rules.count(None, None, "--workflow-timeout", options.timeout_seconds, minimum=1)
+    if options.priority is not None:  # priority: int32
+        rules.count(None, None, "--workflow-priority", options.priority, minimum=-rules.INT32_MAX - 1,
+                    maximum=rules.INT32_MAX)
+    if options.namespace is not None:
+        rules.kubernetes_name("the Kubernetes namespace (METAFLOW_KUBERNETES_NAMESPACE)", options.namespace,
+                              label=True)
 
 
 def _script_path(flow) -> str:
@@ -181,6 +194,10 @@ def _annotations(graph, options: CompileOptions) -> tuple[tuple[str, str], ...]:
         ]
     if options.code_in_image:
         out.append((Label.CODE_DIR, options.code_in_image))
+    if options.include_file_paths:
+        import json
+
+        out.append((Label.INCLUDE_FILES, json.dumps(dict(options.include_file_paths), sort_keys=True)))
     if options.title:
         out.append((Label.TITLE, options.title))
     if options.description:

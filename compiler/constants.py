@@ -8,6 +8,7 @@ only mfargo's own templates agree on.
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 # Names the in-pod decorator shares with the compiler (output files, gang roles).
@@ -117,6 +118,9 @@ class Label:
     TITLE: Final = "workflows.argoproj.io/title"
     DESCRIPTION: Final = "workflows.argoproj.io/description"
     CODE_DIR: Final = "mfargo/code-dir"
+    # {IncludeFile name: its default's path in the flow's directory}: `mfargo run` uploads a
+    # default the datastore lacks (--only-yaml uploads nothing) from the code directory.
+    INCLUDE_FILES: Final = "mfargo/include-files"
     # Set when deploying (mfargo.deploy), read back by later commands and Metaflow's Deployer.
     OWNER: Final = "metaflow/owner"
     TRIGGERED_BY: Final = "metaflow/triggered_by_user"
@@ -167,3 +171,16 @@ FOREIGN_COMPUTE_DECORATORS: Final = ("batch", "snowpark", "slurm", "nvidia", "nv
 INTERNAL_DECORATOR: Final = "mfargo_internal"
 # Runs a pod's Metaflow command with its output saved as the task's logs (in-pod, like the above).
 TASK_LOGS_MODULE: Final = "metaflow_extensions.mfargo.plugins.task_logs"
+
+
+# Label/annotation keys under these prefixes are Argo's and the JobSet controller's own: a
+# user's key there would replace theirs, or be replaced (compiler/rules.py refuses them).
+RESERVED_PREFIXES: Final = ("workflows.argoproj.io/", "jobset.sigs.k8s.io/", "alpha.jobset.sigs.k8s.io/")
+
+
+@functools.lru_cache(maxsize=None)
+def reserved_keys() -> frozenset[str]:
+    """Every label/annotation key mfargo writes itself (Label's and JobSetKey's)."""
+    keys = [v for cls in (Label, JobSetKey) for k, v in vars(cls).items()
+            if k.isupper() and isinstance(v, str) and ("/" in v)]
+    return frozenset(keys)

@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 from . import ir
-from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR
+from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR, JobSetKey, Path, reserved_keys
 from . import rules
 from .errors import CompileError
 
@@ -28,8 +29,10 @@ def reject_foreign(step: str, decorators) -> None:
             )
 
 
-def compute(step: str, decorators, default_image: str, namespace: str | None) -> ir.Compute:
-    """@kubernetes attributes (with Metaflow's config defaults) merged with @resources."""
+def compute(step: str, decorators, default_image: str, namespace: str | None,
+            pod_secrets: tuple[str, ...] = ()) -> ir.Compute:
+    """@kubernetes attributes (with Metaflow's config defaults) merged with @resources;
+    `pod_secrets` (Metaflow's config) follow the step's own secrets, as in core."""
     kube = _find(decorators, "kubernetes")
     attrs = dict(kube.attributes) if kube is not None else _kubernetes_defaults()
     for res in _find_all(decorators, "resources"):
@@ -53,18 +56,20 @@ def compute(step: str, decorators, default_image: str, namespace: str | None) ->
             "kubernetes",
         )
     use_tmpfs = bool(attrs.get("use_tmpfs")) or bool(attrs.get("tmpfs_size"))
-    memory = rules.memory_mb(step, "kubernetes", "memory", attrs.get("memory") or 4096)
+    memory = rules.megabytes(step, "kubernetes", "memory", attrs.get("memory") or 4096)
     image = attrs.get("image") or default_image
     rules.image(step, "kubernetes", image)
+    if attrs.get("image_pull_policy"):
+        rules.pull_policy(step, "kubernetes", attrs["image_pull_policy"])
     secrets = rules.string_list(step, "kubernetes", "secrets", attrs.get("secrets"))
     pull_secrets = rules.string_list(step, "kubernetes", "image_pull_secrets", attrs.get("image_pull_secrets"))
     rules.object_names(step, "kubernetes", "secret", secrets + pull_secrets)
     if attrs.get("service_account"):
         rules.object_names(step, "kubernetes", "service_account", [attrs["service_account"]])
     labels = rules.mapping(step, "kubernetes", "labels", attrs.get("labels"))
-    rules.labels(step, "kubernetes", "labels", labels)
+    rules.labels(step, "kubernetes", "labels", labels, reserved=reserved_keys())
     annotations = rules.mapping(step, "kubernetes", "annotations", attrs.get("annotations"))
-    rules.labels(step, "kubernetes", "annotations", annotations, values_are_labels=False)
+    rules.labels(step, "kubernetes", "annotations", annotations, values_are_labels=False, reserved=reserved_keys())
     node_selector = _as_dict(step, attrs.get("node_selector"))
     rules.labels(step, "kubernetes", "node_selector", node_selector)
     claims = rules.mapping(step, "kubernetes", "persistent_volume_claims", attrs.get("persistent_volume_claims"))
@@ -73,27 +78,31 @@ def compute(step: str, decorators, default_image: str, namespace: str | None) ->
         rules.absolute_path(step, "kubernetes", "persistent volume claim mount path", path)
     tmpfs_path = attrs.get("tmpfs_path") or "/metaflow_temp"
     rules.absolute_path(step, "kubernetes", "tmpfs_path", tmpfs_path)
+    shared_memory = attrs.get("shared_memory")
+    mounts = [("the outputs directory", Path.OUTPUTS)] + [("persistent volume claim %r" % c, p) for c, p in claims.items()]
+    mounts += [("tmpfs_path", tmpfs_path)] if use_tmpfs else []
+    mounts += [("shared_memory", "/dev/shm")] if shared_memory else []
+    rules.mount_paths(step, "kubernetes", mounts)
     return ir.Compute(
         image=image,
         image_pull_policy=attrs.get("image_pull_policy") or None,
-        cpu=_quantity(rules.positive_number(step, "kubernetes", "cpu", attrs.get("cpu") or 1)),
-        memory_mb=int(memory),
-        disk_mb=int(rules.memory_mb(step, "kubernetes", "disk", attrs["disk"])) if attrs.get("disk") else None,
+        cpu=rules.cpu(step, "kubernetes", "cpu", attrs.get("cpu") or 1),
+        memory_mb=memory,
+        disk_mb=rules.megabytes(step, "kubernetes", "disk", attrs["disk"]) if attrs.get("disk") else None,
         gpu=rules.count(step, "kubernetes", "gpu", attrs.get("gpu") or 0),
         gpu_vendor=vendor,
         qos=qos,
         service_account=attrs.get("service_account") or None,
         namespace=deco_ns or None,
-        secrets=tuple(secrets),
+        secrets=tuple(dict.fromkeys(list(secrets) + list(pod_secrets))),
         node_selector=tuple(sorted(node_selector.items())),
-        tolerations=tuple(_toleration(step, t) for t in attrs.get("tolerations") or ()),
+        tolerations=_tolerations(step, "kubernetes", attrs.get("tolerations")),
         labels=tuple(sorted(labels.items())),
         annotations=tuple(sorted(annotations.items())),
-        shared_memory_mb=int(rules.memory_mb(step, "kubernetes", "shared_memory", attrs["shared_memory"]))
-        if attrs.get("shared_memory") else None,
+        shared_memory_mb=rules.megabytes(step, "kubernetes", "shared_memory", shared_memory) if shared_memory else None,
         port=_port(step, attrs.get("port")),
         persistent_volume_claims=tuple(sorted(claims.items())),
-        tmpfs_size_mb=int(rules.memory_mb(step, "kubernetes", "tmpfs_size", attrs.get("tmpfs_size") or memory // 2))
+        tmpfs_size_mb=rules.megabytes(step, "kubernetes", "tmpfs_size", attrs.get("tmpfs_size") or memory // 2)
         if use_tmpfs else None,
         tmpfs_path=tmpfs_path,
         security_context=_security_context(step, attrs.get("security_context")),
@@ -104,28 +113,39 @@ def compute(step: str, decorators, default_image: str, namespace: str | None) ->
 def _port(step: str, value) -> int | None:
     if not value:
         return None
-    port = rules.count(step, "kubernetes", "port", value, minimum=1)
-    if port > 65535:
-        raise CompileError("port must be 1-65535, not %r" % value, step, "kubernetes")
-    return port
+    return rules.count(step, "kubernetes", "port", value, minimum=1, maximum=65535)
 
 
 def _security_context(step: str, value) -> tuple:
-    """Only fields Kubernetes' SecurityContext has (an unknown one was silently dropped)."""
+    """Kubernetes' SecurityContext, checked against its schema (the one Argo's embeds, shipped
+    in mfargo/schemas): an unknown field or a wrong type is refused here, naming the step,
+    not dropped or left to the API server. Keys may be snake_case, as Metaflow's own
+    @kubernetes takes them (the kubernetes client's V1SecurityContext); the YAML has the
+    API's camelCase."""
     context = rules.mapping(step, "kubernetes", "security_context", value)
     if not context:
-        return ()  # hera is loaded only for a context to check (a cached compile never loads it)
-    from mfargo.templates.hera_models import models as m
+        return ()  # the schema is loaded only for a context to check (a cached compile never loads it)
+    from mfargo.validation.schema import definition_errors
 
-    known = {f.alias or n for n, f in m.SecurityContext.model_fields.items()} | set(m.SecurityContext.model_fields)
-    unknown = sorted(str(k) for k in context if k not in known)
-    if unknown:
-        raise CompileError("security_context has no field %s" % ", ".join(map(repr, unknown)), step, "kubernetes")
-    try:
-        m.SecurityContext.model_validate(context)
-    except ValueError as e:
-        raise CompileError("security_context: %s" % " ".join(str(e).split())[:200], step, "kubernetes") from None
+    context = _api_keys(step, context)
+    problems = definition_errors("io.k8s.api.core.v1.SecurityContext", context)
+    if problems:
+        path, message = min(problems, key=lambda p: (len(p[0]), p[1]))
+        where = "".join(".%s" % p if isinstance(p, str) else "[%d]" % p for p in path)
+        raise CompileError("security_context%s: %s" % (where, " ".join(message.split())[:200]), step, "kubernetes")
     return tuple(sorted(context.items()))
+
+
+def _api_keys(step: str, value):
+    """snake_case keys as the API's camelCase (run_as_user -> runAsUser), at every level."""
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise CompileError("security_context has a key %r that is not a string" % (key,), step, "kubernetes")
+        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), k): _api_keys(step, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_api_keys(step, v) for v in value]
+    return value
 
 
 def retry(step: str, decorators) -> ir.Retry:
@@ -134,8 +154,10 @@ def retry(step: str, decorators) -> ir.Retry:
     minutes = None
     for deco in decorators:
         u, e = deco.step_task_retry_count()
-        user += rules.count(step, deco.name, "times", u or 0)
-        error += rules.count(step, deco.name, "retries", e or 0)
+        user += rules.count(step, deco.name, "times", u or 0, maximum=rules.INT32_MAX)
+        error += rules.count(step, deco.name, "retries", e or 0, maximum=rules.INT32_MAX)
+        if user + error > rules.INT32_MAX:  # Argo's retryStrategy.limit is an int32
+            raise CompileError("%d retries in all is more than %d" % (user + error, rules.INT32_MAX), step, deco.name)
         if deco.name == "retry":
             minutes = rules.count(step, "retry", "minutes_between_retries",
                                   deco.attributes.get("minutes_between_retries") or 0)
@@ -149,10 +171,16 @@ def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
     deco = _find(decorators, "jobset")
     if deco is None:
         return ir.GangPlacement()
+    queue, topology = deco.attributes.get("queue") or None, deco.attributes.get("exclusive_topology") or None
+    if queue is not None:  # a label value on the JobSet (Kueue's queue-name label)
+        rules.labels(step, "jobset", "queue", {JobSetKey.KUEUE_QUEUE: queue})
+    if topology is not None:  # a node label key the JobSet controller places the gang by
+        rules.labels(step, "jobset", "exclusive_topology", {topology: ""})
     return ir.GangPlacement(
-        queue=deco.attributes.get("queue") or None,
-        exclusive_topology=deco.attributes.get("exclusive_topology") or None,
-        max_restarts=int(deco.attributes.get("max_restarts") or 0),
+        queue=queue,
+        exclusive_topology=topology,
+        max_restarts=rules.count(step, "jobset", "max_restarts", deco.attributes.get("max_restarts") or 0,
+                                 maximum=rules.INT32_MAX),
         retry_on=_retry_on(deco),
         control=_control(step, deco, compute),
     )
@@ -167,13 +195,13 @@ def _control(step: str, deco, compute: ir.Compute) -> ir.Compute | None:
         return None
     changes: dict = {}
     if attrs.get("cpu") is not None:
-        changes["cpu"] = _quantity(rules.positive_number(step, "jobset", "control.cpu", attrs["cpu"]))
+        changes["cpu"] = rules.cpu(step, "jobset", "control.cpu", attrs["cpu"])
     if attrs.get("memory") is not None:
-        changes["memory_mb"] = int(rules.memory_mb(step, "jobset", "control.memory", attrs["memory"]))
+        changes["memory_mb"] = rules.megabytes(step, "jobset", "control.memory", attrs["memory"])
     if attrs.get("gpu") is not None:
-        changes["gpu"] = int(rules.positive_number(step, "jobset", "control.gpu", attrs["gpu"], allow_zero=True))
+        changes["gpu"] = rules.count(step, "jobset", "control.gpu", attrs["gpu"])
     if attrs.get("disk") is not None:
-        changes["disk_mb"] = int(rules.positive_number(step, "jobset", "control.disk", attrs["disk"]))
+        changes["disk_mb"] = rules.megabytes(step, "jobset", "control.disk", attrs["disk"])
     if attrs.get("image") is not None:
         rules.image(step, "jobset", attrs["image"])
         changes["image"] = attrs["image"]
@@ -182,7 +210,7 @@ def _control(step: str, deco, compute: ir.Compute) -> ir.Compute | None:
         rules.labels(step, "jobset", "control.node_selector", node_selector)
         changes["node_selector"] = tuple(sorted(node_selector.items()))
     if attrs.get("tolerations") is not None:
-        changes["tolerations"] = tuple(_toleration(step, t) for t in attrs["tolerations"])
+        changes["tolerations"] = _tolerations(step, "jobset", attrs["tolerations"], "control.tolerations")
     return replace(compute, **changes)
 
 
@@ -202,6 +230,9 @@ def timeout_seconds(step: str, decorators) -> int:
     seconds = int(get_run_time_limit_for_task(decorators))
     if seconds <= 0:
         raise CompileError("the time limit must be more than 0 seconds", step, "timeout")
+    if seconds > rules.INT32_MAX:  # a pod's activeDeadlineSeconds: 1..MaxInt32
+        raise CompileError("the time limit of %d seconds is more than Kubernetes' %d" % (seconds, rules.INT32_MAX),
+                           step, "timeout")
     return seconds
 
 
@@ -253,10 +284,6 @@ def _max(a, b):
     return max(float(a), float(b))
 
 
-def _quantity(number: float) -> str:
-    return str(int(number)) if number == int(number) else "%sm" % int(round(number * 1000))
-
-
 def _as_list(value) -> list[str]:
     if not value:
         return []
@@ -279,17 +306,13 @@ def _as_dict(step: str, value) -> dict[str, str]:
     return out
 
 
-_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds", "toleration_seconds"}
-
-
-def _toleration(step: str, value) -> ir.Toleration:
-    if not isinstance(value, dict) or set(value) - _TOLERATION_KEYS:
-        raise CompileError("toleration %r has unknown keys" % (value,), step, "kubernetes")
-    seconds = value.get("tolerationSeconds", value.get("toleration_seconds"))
-    return ir.Toleration(
-        key=value.get("key"),
-        operator=value.get("operator"),
-        value=value.get("value"),
-        effect=value.get("effect"),
-        toleration_seconds=int(seconds) if seconds is not None else None,
-    )
+def _tolerations(step: str, decorator: str, values, key: str = "tolerations") -> tuple[ir.Toleration, ...]:
+    if not values:
+        return ()
+    if not isinstance(values, (list, tuple)):
+        raise CompileError("%s must be a list of tolerations, not %r" % (key, values), step, decorator)
+    out = []
+    for value in values:
+        k, operator, val, effect, seconds = rules.toleration(step, decorator, key, value)
+        out.append(ir.Toleration(key=k, operator=operator, value=val, effect=effect, toleration_seconds=seconds))
+    return tuple(out)

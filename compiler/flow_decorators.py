@@ -42,9 +42,14 @@ def schedule(flow_decorators) -> ir.Schedule | None:
         )
     if cron is None:  # @schedule(daily=False): no CronWorkflow, as core
         return None
-    rules.cron(cron)
+    fields = str(cron).split()
+    if len(fields) not in (5, 6):  # Metaflow's own form has a sixth field, the year, which Argo has not
+        raise CompileError("cron %r is not a cron expression (5 fields, e.g. '0 * * * *')" % (cron,),
+                           decorator="schedule")
+    rules.cron(" ".join(fields[:5]))
     timezone = getattr(deco, "timezone", None) or deco.attributes.get("timezone") or None
-    return ir.Schedule(cron=" ".join(str(cron).split()[:5]), timezone=timezone)
+    rules.timezone(timezone)
+    return ir.Schedule(cron=" ".join(fields[:5]), timezone=timezone)
 
 
 def sanitized_event_name(name: str) -> str:
@@ -66,6 +71,15 @@ def triggers(flow_decorators, parameters: tuple[ir.Parameter, ...], project: dic
         deco.format_deploytime_value()
     events = _events(deco, parameters) if on_event else _finish_events(deco, project)
     reset = (getattr(deco, "options", None) or deco.attributes.get("options") or {}).get("reset_at") or {}
+    if reset.get("cron"):
+        rules.cron(reset["cron"], deco.name, "options reset_at cron", descriptors=False)
+    rules.timezone(reset.get("timezone"), deco.name, "options reset_at timezone")
+    names = {p.name.lower(): p.name for p in parameters}
+    for event in events:  # each event is also a workflow parameter, named after it
+        if event.sanitized_name.lower() in names:
+            raise CompileError("@%s: event %s is passed to the run as the parameter %r, which is also the name of "
+                               "the flow's Parameter %r; rename the Parameter"
+                               % (deco.name, event.name, event.sanitized_name, names[event.sanitized_name.lower()]))
     return ir.Triggers(
         events=tuple(events),
         sensor_name=naming.sensor_name(template_name),
@@ -121,15 +135,15 @@ def exit_hooks(flow_decorators, start: ir.Step) -> tuple[ir.ExitHook, ...]:
     hooks = []
     for deco in _by_name(flow_decorators).get("exit_hook", []):
         image = (deco.attributes.get("options") or {}).get("image") or start.compute.image
+        rules.image(None, "exit_hook", image, key="options image")
         for on_success, fns in ((True, deco.attributes.get("on_success") or []),
                                 (False, deco.attributes.get("on_error") or [])):
             for fn in fns:
                 fn_name = fn if isinstance(fn, str) else getattr(fn, "__name__", None)
                 if not fn_name:
                     raise CompileError("@exit_hook: %r is neither a function nor its name" % (fn,))
-                prefix = "success" if on_success else "error"
                 hooks.append(ir.ExitHook(
-                    template="%s-%s" % (prefix, naming.sanitize(fn_name).replace(".", "-")),
+                    template=naming.exit_hook_template_name(on_success, fn_name),
                     function=fn_name,
                     on_success=on_success,
                     image=image,

@@ -304,7 +304,7 @@ class Triggers:
 class ExitHook:
     """@exit_hook: a function of the flow file run after the workflow ends."""
 
-    template: str  # success-<fn> / error-<fn>
+    template: str  # naming.exit_hook_template_name: 0-on-success-<fn> / 0-on-error-<fn>
     function: str
     on_success: bool  # else on error
     image: str

@@ -10,6 +10,19 @@ read back (a join's input paths), so each formula lives here once:
   where E is entropy minted by the step before the gang; the formula itself lives in
   the in-pod module ``pod_contract`` (pods rebuild the ids too), its shell forms here;
 * the run id is ``argo-<workflow name>`` (Metaflow's contract).
+
+Names mfargo adds beside the steps' own can never be a step's, by construction. A step's
+template and DAG task are its name with '_' as '-', and Metaflow's lint allows step names
+of ``[a-z][a-z0-9_]*`` only, so every step-made name is ``[a-z][a-z0-9-]*``. Argo allows
+``[a-zA-Z0-9][-a-zA-Z0-9]*``, and leaves two spaces free of step names:
+
+* a template mfargo adds starts with a digit: ``0-<kind>-<subject>`` (``0-foreach-split``,
+  ``0-loop-train``, ``0-failure-report-train``, ``0-flow``). It has to stay lowercase,
+  since Argo names a template's pods after it and pod names are lowercase. No kind is
+  another kind followed by '-', so two kinds never make the same name either;
+* a DAG task mfargo adds (a foreach's fan-out) has a capital letter: ``Foreach-split``.
+  A task cannot start with a digit: Argo reads ``depends`` as an expression in which a
+  task name is an identifier.
 """
 
 from __future__ import annotations
@@ -26,6 +39,8 @@ from .errors import CompileError
 # Kubernetes object names (DNS-1123 subdomain) and label values are limited to 63
 # characters where Argo puts them into labels (workflow-template name).
 MAX_NAME = 63
+# Argo's template, task and step names (its validation: workflowFieldMaxLength).
+MAX_ARGO_NAME = 128
 # A Workflow from a template is named <template>-<5 chars>; core keeps templates at 45.
 MAX_TEMPLATE_NAME = 45
 VALID_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -54,9 +69,17 @@ def workflow_template_name(name: str) -> str:
     return clean
 
 
-def entrypoint_name(flow_name: str) -> str:
-    """The top-level DAG template: the flow's name, shortened as the WorkflowTemplate's is."""
-    return workflow_template_name(flow_name)
+ADDED_TEMPLATE_PREFIX = "0-"
+
+
+def added_template_name(kind: str, subject: str = "") -> str:
+    """A template mfargo adds (not a step's): ``0-<kind>[-<subject>]``, never a step's name."""
+    return _fit(ADDED_TEMPLATE_PREFIX + kind + ("-" + subject if subject else ""))
+
+
+def entrypoint_name() -> str:
+    """The top-level DAG template (one per WorkflowTemplate, so it needs no subject)."""
+    return added_template_name("flow")
 
 
 def deployed_name(name_option: str | None, project_flow_name: str | None, flow_name: str) -> str:
@@ -71,22 +94,54 @@ def sensor_name(template_name: str) -> str:
 
 def template_name(step: str) -> str:
     """Argo template and DAG task name for a step (Argo names may not contain '_')."""
+    if len(step) > MAX_ARGO_NAME:
+        raise CompileError("Argo's template and task names have at most %d characters, this step's name %d"
+                           % (MAX_ARGO_NAME, len(step)), step)
     return step.replace("_", "-")
+
+
+def _fit(name: str) -> str:
+    """An added name cut to Argo's length with a digest of the whole, keeping its first
+    characters (what puts it outside the step names): only a step name of 100+ characters
+    makes one this long."""
+    if len(name) <= MAX_ARGO_NAME:
+        return name
+    return "%s-%s" % (name[: MAX_ARGO_NAME - 13], hashlib.sha1(name.encode()).hexdigest()[:12])
 
 
 def foreach_template_name(splitter: str) -> str:
     """The sub-DAG that runs one split of ``splitter``'s foreach body."""
-    return "%s-foreach" % template_name(splitter)
+    return added_template_name("foreach", template_name(splitter))
+
+
+def fan_out_task_name(splitter: str) -> str:
+    """The DAG task running ``splitter``'s foreach body once per split (a capital: not a step's)."""
+    return _fit("Foreach-%s" % template_name(splitter))
 
 
 def recursion_template_name(step: str) -> str:
     """The steps template that loops a recursive switch step."""
-    return "%s-loop" % template_name(step)
+    return added_template_name("loop", template_name(step))
 
 
 def gang_report_template_name(step: str) -> str:
-    """The hook template that reports why a gang step failed."""
-    return "%s-failure-report" % template_name(step)
+    """The template that reports why a gang step failed."""
+    return added_template_name("failure-report", template_name(step))
+
+
+def gang_report_task_name(step: str) -> str:
+    """The DAG task, beside the gang's, running that report (a capital: not a step's)."""
+    return _fit("Failure-report-%s" % template_name(step))
+
+
+def exit_hook_template_name(on_success: bool, function: str) -> str:
+    """The template of an @exit_hook function (lowercased: Kubernetes names its pods after it)."""
+    return added_template_name("on-success" if on_success else "on-error", sanitize(function).replace(".", "-"))
+
+
+def notify_template_name(channel: str, on_success: bool) -> str:
+    """The template of a --notify-on-* hook for ``channel`` (slack, pager-duty, incident-io)."""
+    return added_template_name("notify", "%s-%s" % (channel, "on-success" if on_success else "on-error"))
 
 
 def run_id(workflow_name_tag: str) -> str:

@@ -27,6 +27,7 @@ class CompileOptions:
     environment: str = "local"
     top_level_options: tuple[str, ...] = ()  # e.g. --branch x, --production, --config ...
     config_env: tuple[tuple[str, str], ...] = ()  # Metaflow config copied into every pod
+    pod_secrets: tuple[str, ...] = ()  # Secrets every pod gets as envFrom (METAFLOW_*KUBERNETES_SECRETS)
     production_token: str | None = None
     project: tuple[tuple[str, str], ...] = ()  # project_name, branch_name, project_flow_name
     default_image: str = "python:3.11"
@@ -36,3 +37,4 @@ class CompileOptions:
     title: str | None = None  # --workflow-title: Argo UI annotation
     description: str | None = None  # --workflow-description: Argo UI annotation
     include_files: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> Metaflow's descriptor (JSON)
+    include_file_paths: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> its path in the flow's directory

@@ -19,8 +19,6 @@ def workflow_parameters(flow, scheduled: bool, include_files: dict[str, str] | N
 
     An IncludeFile's default is Metaflow's descriptor of the uploaded file
     (``include_files``, resolved by the CLI), as in Metaflow's own Argo integration."""
-    from metaflow.parameters import deploy_time_eval
-
     seen: dict[str, str] = {}
     out = []
     for _, param in flow._get_parameters():
@@ -51,17 +49,48 @@ def workflow_parameters(flow, scheduled: bool, include_files: dict[str, str] | N
         if type_name == "FilePath" and param.kwargs.get("default") is not None:
             default = (include_files or {})[param.name]
         else:
-            default = deploy_time_eval(param.kwargs.get("default")) if has_default else None
+            default = _evaluate_default(param) if has_default else None
         out.append(
             ir.Parameter(
                 name=param.name,
-                default=None if (required and not has_default) else cli_string(default, type_name),
+                default=None if (required and not has_default) else _default_string(param.name, default, type_name),
                 description=param.kwargs.get("help"),
                 nullable=default is None and not required,
                 type_name=type_name,
             )
         )
     return tuple(out)
+
+
+def _evaluate_default(param):
+    """The default's value; a default function that raises is one line naming the Parameter
+    (Metaflow's own error carries the whole traceback in its message)."""
+    from metaflow.parameters import deploy_time_eval
+
+    try:
+        return deploy_time_eval(param.kwargs.get("default"))
+    except Exception as e:  # the user's function: anything
+        raise CompileError("parameter *%s*: its default function raised %s" % (param.name, cause_of(e))) from e
+
+
+def cause_of(error: Exception) -> str:
+    """``Type: message`` of what went wrong, in one line: Metaflow's ParameterFieldFailed wraps
+    the exception raised while it evaluated a value, with the whole traceback in its message."""
+    cause = error.__context__ or error
+    return "%s: %s" % (type(cause).__name__, _one_line(str(cause)))
+
+
+def _default_string(name: str, value, type_name: str) -> str:
+    try:
+        return cli_string(value, type_name)
+    except (TypeError, ValueError) as e:  # json.dumps: a set, another object, or keys of mixed types
+        raise CompileError("parameter *%s*: its JSON default %s cannot be written as JSON with sorted keys (%s)"
+                           % (name, _one_line(repr(value)), _one_line(str(e)))) from e
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def config_env_value(flow) -> str | None:

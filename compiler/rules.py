@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 from mfargo import k8s_syntax as k8s
 
+from .constants import RESERVED_PREFIXES
 from .errors import CompileError
 
 MAX_MEMORY_MB = 2**30  # 1 PiB: anything larger is a typo, not a pod
 TAG_MAX = 500  # Metaflow's tag rule: 1-500 characters
-_CRON_FIELD = re.compile(r"^[A-Za-z0-9*?/,#LW-]+$")
+INT32_MAX = k8s.INT_RANGES["int32"][1]  # the Go sizes of the fields numbers land in
+INT64_MAX = k8s.INT_RANGES["int64"][1]
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -33,18 +36,47 @@ def positive_number(step: str, decorator: str, key: str, value, allow_zero: bool
     return number
 
 
-def count(step: str, decorator: str, key: str, value, minimum: int = 0) -> int:
-    """A whole number >= ``minimum`` (bools and fractions refused)."""
+def count(step: str | None, decorator: str | None, key: str, value, minimum: int = 0,
+          maximum: int = INT64_MAX) -> int:
+    """A whole number from ``minimum`` to ``maximum`` (bools and fractions refused, never
+    rounded); the default maximum is what an int64 field holds."""
+    span = ">= %d" % minimum if maximum == INT64_MAX else "from %d to %d" % (minimum, maximum)
+    wanted = "%s must be a whole number %s, not %r" % (key, span, value)
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise CompileError("%s must be a whole number >= %d, not %r" % (key, minimum, value), step, decorator)
+        raise CompileError(wanted, step, decorator)
     try:
         number = int(str(value).strip()) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError):
-        raise CompileError("%s must be a whole number >= %d, not %r" % (key, minimum, value), step, decorator) \
-            from None
-    if number < minimum:
-        raise CompileError("%s must be a whole number >= %d, not %r" % (key, minimum, value), step, decorator)
+    except (TypeError, ValueError, OverflowError):
+        raise CompileError(wanted, step, decorator) from None
+    if number > maximum and maximum in (INT32_MAX, INT64_MAX):
+        raise CompileError("%s=%r is more than %s, the largest number its field holds (%s)"
+                           % (key, value, format(maximum, ","), "int32" if maximum == INT32_MAX else "int64"),
+                           step, decorator)
+    if not minimum <= number <= maximum:
+        raise CompileError(wanted, step, decorator)
     return number
+
+
+def cpu(step: str, decorator: str, key: str, value) -> str:
+    """CPUs as the exact Kubernetes quantity ('2', '500m'); Kubernetes counts in millicores
+    and would round anything finer up, so finer values are refused, not rounded."""
+    number = positive_number(step, decorator, key, value)
+    exact = Decimal(str(value).strip()) if isinstance(value, str) else Decimal(repr(float(number)))
+    text = str(int(exact)) if exact == exact.to_integral_value() else "%sm" % format((exact * 1000).normalize(), "f")
+    problem = k8s.quantity_problem(text)
+    if problem:
+        raise CompileError("%s=%r: %s; give whole millicores (0.001) up to 2^63-1" % (key, value, problem),
+                           step, decorator)
+    return text
+
+
+def megabytes(step: str, decorator: str, key: str, value) -> int:
+    """A size in MB, written as '<n>M': a whole number > 0 up to 1 PiB (never truncated)."""
+    number = memory_mb(step, decorator, key, value)
+    if not number.is_integer():
+        raise CompileError("%s=%r must be a whole number of MB (mfargo does not round it)" % (key, value),
+                           step, decorator)
+    return int(number)
 
 
 def memory_mb(step: str, decorator: str, key: str, value) -> float:
@@ -80,26 +112,83 @@ def object_names(step: str, decorator: str, key: str, names) -> None:
                                % (key, name), step, decorator)
 
 
-def labels(step: str, decorator: str, key: str, pairs: dict, values_are_labels: bool = True) -> None:
-    """Label (or annotation, ``values_are_labels=False``) keys and values."""
+def labels(step: str, decorator: str, key: str, pairs: dict, values_are_labels: bool = True,
+           reserved: frozenset = frozenset()) -> None:
+    """Label (or annotation, ``values_are_labels=False``) keys and values; ``reserved``: keys
+    mfargo, Argo or the JobSet controller set themselves (the user's would replace them or be
+    replaced)."""
     for k, v in pairs.items():
         problem = k8s.label_key_problem(k) if isinstance(k, str) else "keys must be strings"
         if problem is None and not isinstance(v, str):
             problem = "value of %r must be a string, not %r" % (k, v)
         if problem is None and values_are_labels:
             problem = k8s.label_value_problem(v)
+        if problem is None and reserved and (k in reserved or k.startswith(RESERVED_PREFIXES)):
+            problem = "%r is a key mfargo, Argo or JobSet sets itself; use another key" % k
+        if problem:
+            raise CompileError("%s: %s" % (key, problem), step, decorator)
+    if not values_are_labels:
+        problem = k8s.annotations_size_problem(pairs)
         if problem:
             raise CompileError("%s: %s" % (key, problem), step, decorator)
 
 
 def env_name(step: str, decorator: str, name) -> None:
     if not isinstance(name, str) or not k8s.is_env_var_name(name):
-        raise CompileError("env var name %r must match [-._a-zA-Z][-._a-zA-Z0-9]*" % (name,), step, decorator)
+        raise CompileError("env var name %r must match [-._a-zA-Z][-._a-zA-Z0-9]* and not start with '..' "
+                           "(Kubernetes' rule)" % (name,), step, decorator)
 
 
-def image(step: str, decorator: str, value) -> None:
-    if not isinstance(value, str) or not value.strip() or value != value.strip() or " " in value:
-        raise CompileError("image %r must be a non-empty image reference without spaces" % (value,), step, decorator)
+def image(step: str | None, decorator: str | None, value, key: str = "image") -> None:
+    problem = k8s.image_problem(value)
+    if problem:
+        raise CompileError("%s: %s" % (key, problem) if key != "image" else problem, step, decorator)
+
+
+def pull_policy(step: str, decorator: str, value) -> None:
+    problem = k8s.pull_policy_problem(value)
+    if problem:
+        raise CompileError("image_pull_policy: %s" % problem, step, decorator)
+
+
+def toleration(step: str, decorator: str, key: str, value) -> tuple:
+    """(key, operator, value, effect, seconds) of one toleration, as the API server accepts it."""
+    names = {"key", "operator", "value", "effect", "tolerationSeconds", "toleration_seconds"}
+    if not isinstance(value, dict) or set(value) - names:
+        raise CompileError("%s: %r is not a toleration (keys: key, operator, value, effect, tolerationSeconds)"
+                           % (key, value), step, decorator)
+    seconds = value.get("tolerationSeconds", value.get("toleration_seconds"))
+    if seconds is not None:
+        seconds = count(step, decorator, "%s tolerationSeconds" % key, seconds, minimum=-INT64_MAX - 1)
+    fields = (value.get("key"), value.get("operator"), value.get("value"), value.get("effect"))
+    problems = k8s.toleration_problems(*fields, seconds)
+    if problems:
+        raise CompileError("%s %r: %s" % (key, value, "; ".join(problems)), step, decorator)
+    return fields + (seconds,)
+
+
+def mount_paths(step: str, decorator: str, mounts: list[tuple[str, str]]) -> None:
+    """(what, path) of every volume a pod mounts: Kubernetes refuses two at one path."""
+    seen: dict[str, str] = {}
+    for what, path in mounts:
+        if path in seen:
+            raise CompileError("%s and %s are both mounted at %r; Kubernetes allows one volume per path"
+                               % (seen[path], what, path), step, decorator)
+        seen[path] = what
+
+
+def kubernetes_name(option: str, value, label: bool = False) -> None:
+    """An object name given as an option or config: DNS-1123 (a label for namespaces)."""
+    ok = isinstance(value, str) and (k8s.is_dns1123_label(value) if label else k8s.is_dns1123_subdomain(value))
+    if not ok:
+        raise CompileError("%s %r is not a Kubernetes %s (lowercase letters, digits and '-'%s, at most %d)"
+                           % (option, value, "namespace name" if label else "object name",
+                              "" if label else " and '.'", 63 if label else 253))
+
+
+def secret_key(option: str, value) -> None:
+    if not isinstance(value, str) or not k8s.is_config_map_key(value):
+        raise CompileError("%s: %r is not a Secret key ([-._a-zA-Z0-9]+, not starting with '..')" % (option, value))
 
 
 def absolute_path(step: str, decorator: str, key: str, value) -> None:
@@ -113,12 +202,21 @@ def python_identifier(step: str, decorator: str, key: str, value) -> None:
                            step, decorator)
 
 
-def cron(expression: str) -> None:
-    """Five (or Metaflow's six) fields of cron syntax."""
-    fields = str(expression).split()
-    if len(fields) not in (5, 6) or not all(_CRON_FIELD.match(f) for f in fields):
-        raise CompileError("cron %r is not a cron expression (5 fields, e.g. '0 * * * *')" % (expression,),
-                           decorator="schedule")
+def cron(expression: str, decorator: str = "schedule", key: str = "cron", descriptors: bool = True) -> None:
+    """As Argo's cron parser reads it (mfargo.cron_syntax)."""
+    from mfargo import cron_syntax
+
+    problem = cron_syntax.cron_problem(expression, descriptors)
+    if problem:
+        raise CompileError("%s: %s" % (key, problem), decorator=decorator)
+
+
+def timezone(name, decorator: str = "schedule", key: str = "timezone") -> None:
+    from mfargo import cron_syntax
+
+    problem = cron_syntax.timezone_problem(name) if name else None
+    if problem:
+        raise CompileError("%s: %s" % (key, problem), decorator=decorator)
 
 
 def tag(value) -> None:
@@ -128,19 +226,3 @@ def tag(value) -> None:
 
 def _short(value):
     return value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value
-
-
-def no_url_credentials(name: str, value: str) -> None:
-    """A URL with user-info would put a password into the YAML: refuse and say the way."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return
-    if parts.scheme and (parts.username or parts.password):
-        raise CompileError(
-            "%s holds a user name/password (%s://***@%s); the YAML would carry it. Put the "
-            "credentials in a Kubernetes Secret and give it to the pods with METAFLOW_KUBERNETES_SECRETS "
-            "or @kubernetes(secrets=[...]); keep the URL without them" % (name, parts.scheme, parts.hostname or "")
-        )

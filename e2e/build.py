@@ -18,7 +18,8 @@ Usage: ``python e2e/build.py NAME...`` builds what is missing and prints one abs
 per NAME, in order, on stdout (progress on stderr). ``--list`` prints the names and versions.
 Binaries live in ``$MFARGO_E2E_CACHE`` (default ``~/.cache/mfargo-e2e``) under a key made of
 the version, the recipe and the Go version, so a changed recipe rebuilds and nothing else does.
-One lock serialises builds: concurrent callers wait, then find the binary built.
+Each part has its own lock: a caller wanting a part another is building waits for it, then
+finds it built, while parts nobody else builds go ahead (Go's own caches are shared safely).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 TOOLS = HERE / "tools"
@@ -227,12 +230,23 @@ def _argo_source(r: Recipe, logfile: Path) -> Path:
 
 
 def _build_source(r: Recipe, out: Path, logfile: Path) -> None:
-    src = _argo_source(r, logfile)
+    with _locked(f"src-{r.module.replace('/', '_')}-{r.version}"):
+        src = _argo_source(r, logfile)
     _run(["go", "build", "-trimpath", "-ldflags", " ".join(r.ldflags), "-o", str(out), r.package], src, logfile, r.name)
 
 
 def _build_local(r: Recipe, out: Path, logfile: Path) -> None:
     _run(["go", "build", "-trimpath", "-o", str(out), "."], Path(r.package), logfile, r.name)
+
+
+@contextmanager
+def _locked(what: str) -> Iterator[None]:
+    """Hold `what`'s lock (one file per part) while building it."""
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{what}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def build(name: str, go_version: str) -> Path:
@@ -241,6 +255,14 @@ def build(name: str, go_version: str) -> Path:
     out = binary_path(r, go_version)
     if out.is_file():
         return out
+    with _locked(r.name):
+        if out.is_file():  # built by another caller while this one waited
+            return out
+        return _build(r, out)
+
+
+def _build(r: Recipe, out: Path) -> Path:
+    """Build into a .partial file renamed when done, so a killed build never leaves a binary."""
     logs = cache_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     logfile = logs / f"{r.name}-{r.version or 'local'}.log"
@@ -249,7 +271,7 @@ def build(name: str, go_version: str) -> Path:
     log(f"building {r.name} {r.version or '(local)'} (log: {logfile})")
     partial = out.with_name(out.name + ".partial")
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = cache_dir() / "work" / r.name
+    work = cache_dir() / "work" / r.name  # per part: only this part's lock holder uses it
     shutil.rmtree(work, ignore_errors=True)
     if r.shape == "wrapper":
         _build_wrapper(r, work, partial, logfile)
@@ -280,9 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [recipe(n).name for n in args.names]  # every name checked before any build
         cache_dir().mkdir(parents=True, exist_ok=True)
         go_version = _go_version()
-        with (cache_dir() / "build.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            paths = [build(n, go_version) for n in names]
+        paths = [build(n, go_version) for n in names]
     except BuildError as exc:
         log(str(exc))
         return 1

@@ -8,8 +8,8 @@ neither), so the key holds
   Parameters, the options and Metaflow config that reach the YAML, the code package's sha;
 * the flow file's bytes (belt and braces: the IR already holds what the file decides);
 * mfargo's version and a digest of mfargo's own source and schemas (so an edit to mfargo
-  misses, even without a version bump), and the versions of hera, pydantic, PyYAML and
-  jsonschema, and of Python;
+  misses, even without a version bump), and the versions of PyYAML, jsonschema and
+  Metaflow, and of Python;
 * the output form (YAML or JSON).
 An IR value the serializer does not know makes the key None: no caching rather than a guess.
 Entries live in `$MFARGO_CACHE_DIR`, else `$XDG_CACHE_HOME/mfargo`, else `~/.cache/mfargo`;
@@ -29,7 +29,7 @@ from typing import Any
 
 MAX_ENTRIES = 200
 FORMAT = "mfargo-compile-cache-1"
-_LIBRARIES = ("hera", "pydantic", "PyYAML", "jsonschema", "metaflow")
+_LIBRARIES = ("PyYAML", "jsonschema", "metaflow")
 
 
 class Uncacheable(Exception):
@@ -64,7 +64,7 @@ def canonical(value: Any) -> Any:
 
 def _source_digest() -> str:
     """mfargo's own code and schemas, by content (an edit changes it; a checkout's mtimes don't)."""
-    from importlib.util import find_spec  # locates packages without importing them (hera stays out)
+    from importlib.util import find_spec  # locates packages without importing them
 
     digest = hashlib.sha256()
     roots = []

@@ -1,5 +1,7 @@
 """A small client for the Argo objects mfargo deploys, over the official `kubernetes`
-client's CustomObjectsApi and the user's kube config (or the in-cluster service account).
+client's CustomObjectsApi and the user's kube config (or the in-cluster service account);
+and the few reads `create` checks first (API discovery, a Secret's keys, a service account:
+CoreV1Api).
 
 Every failure is a ``ClusterError`` whose message is one line a user can act on:
 no kube config, the API server unreachable, 401/403 (credentials, RBAC), 404, 409.
@@ -25,14 +27,16 @@ PLURALS = {
     "CronWorkflow": "cronworkflows",
     "Sensor": "sensors",
     "EventSource": "eventsources",
+    "EventBus": "eventbus",
     "Role": "roles",
     "RoleBinding": "rolebindings",
     "ServiceAccount": "serviceaccounts",
 }
 
-# Connect / read timeouts (seconds) of every request; connection errors are retried twice.
-TIMEOUT = (10, 60)
-CONNECT_RETRIES = 2
+# Connect / read timeouts (seconds) of every request, and one retry of a failed connect:
+# an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read).
+TIMEOUT = (5, 15)
+CONNECT_RETRIES = 1
 
 
 class ClusterError(UserError):
@@ -73,6 +77,8 @@ class Cluster:
         self._kubeconfig = kubeconfig
         self._context = context
         self._api = None
+        self._core_api = None
+        self._client = None
         self.host: str | None = None
 
     # -- connection ---------------------------------------------------------------
@@ -81,8 +87,20 @@ class Cluster:
         if self._api is None:
             from kubernetes import client
 
-            self._api = client.CustomObjectsApi(self._api_client())
+            self._api = client.CustomObjectsApi(self._shared_client())
         return self._api
+
+    def _core(self):
+        if self._core_api is None:
+            from kubernetes import client
+
+            self._core_api = client.CoreV1Api(self._shared_client())
+        return self._core_api
+
+    def _shared_client(self):
+        if self._client is None:
+            self._client = self._api_client()
+        return self._client
 
     def _api_client(self):
         import urllib3
@@ -111,12 +129,13 @@ class Cluster:
         self.host = conf.host
         return client.ApiClient(conf)
 
-    def _call(self, what: str, fn, *args, **kwargs):
-        """Run one API call; every failure becomes a one-line ClusterError naming ``what``."""
+    def _call(self, what: str, fn, *args, core: bool = False, **kwargs):
+        """Run one API call (CustomObjectsApi's ``fn``, CoreV1Api's with ``core``); every
+        failure becomes a one-line ClusterError naming ``what``."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        api = self._custom()
+        api = self._core() if core else self._custom()
         try:
             return getattr(api, fn)(*args, _request_timeout=TIMEOUT, **kwargs)
         except ApiException as e:
@@ -187,6 +206,38 @@ class Cluster:
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return
+
+    def served(self, group: str, version: str) -> set[str] | None:
+        """The resources (plurals) the API server serves in group/version (API discovery,
+        open to every authenticated user); None when it serves no such group/version."""
+        try:
+            found = self._call("discover %s/%s" % (group, version), "get_api_resources", group, version)
+        except ClusterError as e:
+            if e.status == 404:
+                return None
+            raise
+        return {r.name for r in found.resources or []}
+
+    def secret_keys(self, name: str, namespace: str | None = None) -> set[str] | None:
+        """The keys of a Secret (never its values), or None if it does not exist."""
+        try:
+            secret = self._call("get secrets %s" % name, "read_namespaced_secret", name, namespace or self.namespace,
+                                core=True)
+        except ClusterError as e:
+            if e.status == 404:
+                return None
+            raise
+        return set(secret.data or {}) | set(secret.string_data or {})
+
+    def has_service_account(self, name: str, namespace: str | None = None) -> bool:
+        try:
+            self._call("get serviceaccounts %s" % name, "read_namespaced_service_account", name,
+                       namespace or self.namespace, core=True)
+            return True
+        except ClusterError as e:
+            if e.status == 404:
+                return False
+            raise
 
     def apply(self, doc: dict) -> str:
         """Create or replace ``doc`` (optimistic concurrency: the live resourceVersion is sent

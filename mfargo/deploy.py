@@ -169,6 +169,7 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
         raise DeployError("compiled template %s but resolved %s (a bug in mfargo)" % (docs[0]["metadata"]["name"],
                                                                                      target.name))
     cluster = target.cluster
+    check_prerequisites(target, docs, echo)
     echo("Deploying *%s* to Argo Workflows in namespace *%s*..." % (target.name, target.namespace), bold=True)
     for doc in docs:
         if doc["kind"] == "Workflow" and not doc["metadata"].get("name"):
@@ -192,6 +193,19 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
     echo("")
     echo("Workflow *%s* for flow *%s* deployed to Argo Workflows successfully." % (target.name, target.flow_name),
          bold=True)
+
+
+def check_prerequisites(target: Target, docs: list[dict], echo: Echo) -> None:
+    """Before anything is created: every object the documents need exists
+    (``mfargo.cluster_needs``), else one error naming each missing one. What the user may
+    not read (403) is named in a warning and not held against the deploy."""
+    from mfargo import cluster_needs
+
+    missing, unchecked = cluster_needs.unmet(target.cluster, docs, target.namespace)
+    if unchecked:
+        echo("mfargo: warning: not allowed to check (403), so not checked: %s" % "; ".join(unchecked), fg="yellow")
+    if missing:
+        raise DeployError("nothing deployed: the cluster lacks what the workflow needs: %s" % "; ".join(missing))
 
 
 def _remove_stale(target: Target, live: dict | None, docs: list[dict], echo: Echo) -> None:
@@ -352,8 +366,11 @@ def parameter_string(param: Any, value: Any) -> str:
     """The string `python flow.py run --x VALUE` takes: what the compiled template expects."""
     from metaflow.parameters import DelayedEvaluationParameter
 
-    from mfargo.compiler.parameters import cli_string, type_name_of
+    from mfargo.compiler.parameters import cause_of, cli_string, type_name_of
 
     if isinstance(value, DelayedEvaluationParameter):
-        value = value(return_str=True)
+        try:
+            value = value(return_str=True)  # e.g. Metaflow uploads an IncludeFile's file
+        except Exception as e:  # Metaflow's or the user's code: anything
+            raise UserError("parameter *%s*: %s" % (param.name, cause_of(e))) from e
     return cli_string(value, type_name_of(param))

@@ -25,6 +25,7 @@ class IncludedFile:
     path: str
     url: str
     descriptor: str  # JSON, Metaflow's uploader-v2 form
+    in_flow_dir: str | None  # the path relative to the flow's directory (None: outside it)
 
 
 def defaults(obj) -> tuple[IncludedFile, ...]:
@@ -63,7 +64,18 @@ def resolve(obj, param, path: str) -> IncludedFile:
         "sub-type": "uploaded",
         "size": len(content),
     }
-    return IncludedFile(parameter=param.name, path=local, url=url, descriptor=json.dumps(descriptor))
+    return IncludedFile(parameter=param.name, path=local, url=url, descriptor=json.dumps(descriptor),
+                        in_flow_dir=_in_flow_dir(obj, local))
+
+
+def _in_flow_dir(obj, path: str) -> str | None:
+    """``path`` relative to the flow file's directory, the code directory pods run in
+    (``--code-in-image``); None for a file outside it."""
+    import inspect
+
+    flow_dir = os.path.dirname(os.path.abspath(inspect.getfile(type(obj.flow))))
+    relative = os.path.relpath(os.path.abspath(path), flow_dir)
+    return None if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def upload(obj, files: tuple[IncludedFile, ...]) -> None:
@@ -74,11 +86,32 @@ def upload(obj, files: tuple[IncludedFile, ...]) -> None:
     client_class = _dict_dataclients.get(obj.flow_datastore.TYPE)
     if client_class is None:
         raise CompileError("IncludeFile: no data client for datastore %s" % obj.flow_datastore.TYPE)
+    for item in files:
+        check_reachable(obj, item.parameter, item.url, " (--only-yaml uploads nothing)")
     with client_class() as client:
         for item in files:
-            with open(item.path, "rb") as f:
-                data = gzip.compress(f.read(), compresslevel=3, mtime=0)
-            client.put(item.url, data, overwrite=False)
+            client.put(item.url, stored_bytes(item.path), overwrite=False)
+
+
+def stored_bytes(path: str) -> bytes:
+    """The object Metaflow stores for an IncludeFile: the file's bytes, gzip-compressed."""
+    with open(path, "rb") as f:
+        return gzip.compress(f.read(), compresslevel=3, mtime=0)
+
+
+def check_reachable(obj, parameter: str, url: str | None = None, hint: str = "") -> None:
+    """Before IncludeFile ``parameter``'s file is uploaded (by mfargo, or by Metaflow for
+    `trigger --<parameter> PATH`): Metaflow's S3 client retries an unreachable endpoint for
+    minutes, so ask the bucket once, in seconds (mfargo.s3check)."""
+    if obj.flow_datastore.TYPE != "s3":
+        return
+    from mfargo import s3check
+
+    try:
+        url = url or _root(obj)
+    except CompileError:
+        return  # nowhere to upload to: Metaflow's uploader says so itself
+    s3check.preflight(url, "uploading IncludeFile *%s*" % parameter, hint)
 
 
 def _root(obj) -> str:

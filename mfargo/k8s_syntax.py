@@ -1,4 +1,4 @@
-"""Kubernetes name and value syntax, as pure functions (no I/O, nothing imported but `re`).
+"""Kubernetes name and value syntax, as pure functions (no I/O, nothing imported but `re`, `decimal`).
 
 Why one module: the document checker (`mfargo.validation`), the decorator checks of the
 compiler and the local runner all need the same rules; each rule lives here once, written
@@ -9,6 +9,7 @@ Predicates return a bool; `*_problem` functions return None or a sentence saying
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import NamedTuple
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -19,8 +20,25 @@ ENV_VAR_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 # A resource quantity: a signed decimal, then a binary-SI, decimal-SI or exponent suffix.
 QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
 INTEGER = re.compile(r"^[-+]?\d+$")
+CONFIG_MAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 LABEL_MAX = 63
 SUBDOMAIN_MAX = 253
+# Facts from Kubernetes v1.34.2's API server validation (pkg/apis/core/validation/validation.go:
+# supportedPullPolicies, ValidateTolerations, validateTaintEffect) and apimachinery v0.34.2
+# (pkg/api/validation/objectmeta.go TotalAnnotationSizeLimitB; pkg/api/resource/quantity.go).
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+TOLERATION_OPERATORS = ("Equal", "Exists")  # "" means Equal
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")  # "" means every effect
+ANNOTATIONS_TOTAL_MAX = 256 * 1024
+# OpenAPI's integer formats, as Go holds them.
+INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+QUANTITY_SUFFIXES = {
+    "": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+    "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+ARGO_FIELD_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")  # Argo's template/task/step names
+ARGO_FIELD_NAME_MAX = 128
 
 
 def is_dns1123_label(name: str, limit: int = LABEL_MAX) -> bool:
@@ -38,8 +56,111 @@ def is_dns1035_label(name: str, limit: int = LABEL_MAX) -> bool:
     return len(name) <= limit and bool(DNS1035_LABEL.match(name))
 
 
+def is_argo_field_name(name: object) -> bool:
+    """Argo's template, task and step names: 1-128 chars of [a-zA-Z0-9-], alphanumeric first."""
+    return isinstance(name, str) and len(name) <= ARGO_FIELD_NAME_MAX and bool(ARGO_FIELD_NAME.match(name))
+
+
+def path_problem(path: object, absolute: bool) -> str | None:
+    """A volume path: ``mountPath``/``hostPath.path`` (absolute) or ``subPath`` (relative),
+    never stepping back with a ``..`` element (the API server's validatePathNoBacksteps,
+    validateLocalDescendingPath)."""
+    if not isinstance(path, str) or not path:
+        return "%r must be a non-empty path" % (path,)
+    if path.startswith("/") != absolute:
+        return "%r must be %s path" % (path, "an absolute" if absolute else "a relative")
+    if ".." in path.split("/"):
+        return "%r must not contain '..'" % path
+    if "\0" in path:
+        return "%r must not contain a NUL character" % path
+    return None
+
+
 def is_env_var_name(name: str) -> bool:
-    return bool(ENV_VAR_NAME.match(name))
+    """validation.IsEnvVarName: the pattern, and not '.', '..' nor starting with '..'."""
+    return bool(ENV_VAR_NAME.match(name)) and not name.startswith("..") and name != "."
+
+
+def is_config_map_key(key: str) -> bool:
+    """validation.IsConfigMapKey (keys of Secrets too): [-._a-zA-Z0-9]+, at most 253 chars,
+    not '.', '..' nor starting with '..'."""
+    return len(key) <= SUBDOMAIN_MAX and bool(CONFIG_MAP_KEY.match(key)) and not key.startswith("..") \
+        and key != "."
+
+
+def image_problem(image: object) -> str | None:
+    """The API server refuses an empty image or one with leading/trailing whitespace
+    (validateContainers); a reference with whitespace inside never parses as an image
+    (the distribution reference grammar has none), so it is refused here too."""
+    if not isinstance(image, str) or not image:
+        return "an image is required"
+    if any(c.isspace() for c in image):
+        return "image %r has whitespace; an image reference has none" % (image,)
+    return None
+
+
+def pull_policy_problem(policy: object) -> str | None:
+    if policy not in PULL_POLICIES:
+        return "imagePullPolicy %r is not one of %s" % (policy, ", ".join(PULL_POLICIES))
+    return None
+
+
+def toleration_problems(key, operator, value, effect, seconds) -> list[str]:
+    """ValidateTolerations: what the API server refuses in one toleration (None = unset)."""
+    problems = []
+    if key:
+        problem = label_key_problem(key) if isinstance(key, str) else "must be a string"
+        if problem:
+            problems.append("key %r: %s" % (key, problem))
+    if not key and operator != "Exists":
+        problems.append("operator must be Exists when key is empty (it matches every taint)")
+    if seconds is not None and effect != "NoExecute":
+        problems.append("effect must be NoExecute when tolerationSeconds is set")
+    if operator in ("Equal", "", None):
+        problem = label_value_problem(value or "") if isinstance(value or "", str) else "value must be a string"
+        if problem:
+            problems.append(problem)
+    elif operator == "Exists":
+        if value:
+            problems.append("value must be empty when operator is Exists")
+    else:
+        problems.append("operator %r is not one of %s" % (operator, ", ".join(TOLERATION_OPERATORS)))
+    if effect and effect not in TAINT_EFFECTS:
+        problems.append("effect %r is not one of %s" % (effect, ", ".join(TAINT_EFFECTS)))
+    return problems
+
+
+def quantity_problem(text: str, whole: bool = False) -> str | None:
+    """A resource quantity the API server stores as given: parseable, >= 0 (ValidateNonnegativeQuantity),
+    at most 2^63-1 and with at most 3 decimal places in base units (larger or finer ones it
+    caps or rounds: resource/quantity.go), a whole number for integer resources such as GPUs
+    (ValidateResourceQuantityValue)."""
+    m = QUANTITY.match(text) if isinstance(text, str) else None
+    if not m:
+        return "%r is not a resource quantity" % (text,)
+    number = Decimal(text[:m.start(3)] if m.group(3) else text)
+    suffix = m.group(3) or ""
+    if suffix not in QUANTITY_SUFFIXES:  # an exponent: e3, E-2
+        value = number.scaleb(int(suffix[1:]))
+    else:
+        value = number * QUANTITY_SUFFIXES[suffix]
+    if value < 0:
+        return "%r is negative" % text
+    if value > INT_RANGES["int64"][1]:
+        return "%r is more than 2^63-1 (Kubernetes would cap it)" % text
+    if value != value.quantize(Decimal("0.001"), rounding="ROUND_DOWN"):
+        return "%r has more than 3 decimal places (Kubernetes would round it up)" % text
+    if whole and value != value.to_integral_value():
+        return "%r must be a whole number" % text
+    return None
+
+
+def annotations_size_problem(annotations: dict) -> str | None:
+    """ValidateAnnotationsSize: keys and values together at most 256 KiB."""
+    total = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if total > ANNOTATIONS_TOTAL_MAX:
+        return "annotations total %s bytes, over Kubernetes' %s" % (format(total, ","), format(ANNOTATIONS_TOTAL_MAX, ","))
+    return None
 
 
 def is_quantity(text: str) -> bool:

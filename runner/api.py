@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from . import preflight
-from .interpreter import check_interpreter, with_interpreter_path
-from .jobset import JobSetController
+from . import contain, include_files, preflight
+from .interpreter import check_interpreter, needed_paths, with_interpreter_path
+from .jobset_controller import JobSetController
 from .kube_api import KubeApiServer
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
 from .pod import PodRunner
@@ -139,7 +139,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                  namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
                  handle_signals: bool = True, private_tmp: bool = True,
                  force_env: dict[str, str | None] | None = None,
-                 node_capacity: dict[str, str] | None = None, python: str | None = None) -> RunResult:
+                 node_capacity: dict[str, str] | None = None, python: str | None = None,
+                 max_workers: int | None = None) -> RunResult:
     """Run ``source`` (path, YAML text or dict) to completion and return a RunResult.
 
     ``env`` is the base environment of every pod (default: this process's); the
@@ -152,14 +153,21 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     (e.g. ``{"nvidia.com/gpu": "0"}``) makes pods requesting more stay Pending, like an
     unschedulable pod, until a deadline ends them.  ``python`` is the interpreter the
     pods' ``python`` means (default: the one running this code; see
-    :mod:`runner.interpreter`).  Invalid input raises
-    WorkflowError before anything runs.
+    :mod:`runner.interpreter`).  At most ``max_workers`` pods run at once (default: from this
+    machine's cores, :mod:`runner.slots`), a JobSet's pods admitted together.  Invalid input
+    raises WorkflowError before anything runs.
     """
-    doc = WorkflowDoc(load_document(source))
+    started = time.time()
+    if max_workers is not None and max_workers < 1:
+        raise WorkflowError(f"max_workers must be at least 1, got {max_workers}")
+    doc = WorkflowDoc(load_document(source, time.monotonic() + timeout if timeout else None))
     preflight.check(doc)
     interpreter = check_interpreter(python)
     params = resolve_parameters(doc, dict(parameters or {}))
     name = workflow_name or workflow_name_for(doc)
+    problem = contain.workflow_name_problem(name)
+    if problem:
+        raise WorkflowError(problem)
     ns = namespace or doc.metadata.get("namespace") or "default"
     if work_dir is None:
         work_dir = Path(tempfile.mkdtemp(prefix=f"mfargo-run-{name}-"))
@@ -167,6 +175,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     work_dir.mkdir(parents=True, exist_ok=True)
     on_event = _safe_callback(on_event or ev.null_callback)
     base_env = with_interpreter_path(dict(os.environ if env is None else env), interpreter, work_dir)
+    interpreter_paths = needed_paths(interpreter, base_env)
+    include_files.ensure(doc, params, code_dir, base_env, on_event)  # before any pod starts
 
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
@@ -187,7 +197,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
                          on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
                          stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
-                         node_capacity=node_capacity)
+                         node_capacity=node_capacity, interpreter_paths=interpreter_paths,
+                         max_workers=max_workers)
         jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
         kube_api = KubeApiServer(jobsets)  # what KUBERNETES_SERVICE_HOST is in a cluster
         await kube_api.start()
@@ -213,7 +224,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                 except (ValueError, RuntimeError, NotImplementedError):
                     pass
         try:
-            hard = time.time() + timeout if timeout else None
+            hard = started + timeout if timeout else None  # reading the YAML counts
             result.status, result.message = await executor.execute(hard)
         finally:
             try:

@@ -31,12 +31,11 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
-import yaml
-
 from . import events as ev
-from . import readback, serve, workdir
+from . import include_files, readback, serve, workdir
 from .interpreter import check_interpreter
 from .model import WorkflowError, load_document
 
@@ -59,17 +58,10 @@ def include_file_paths_absolute(doc: dict, params: dict[str, str]) -> dict[str, 
                 ((doc.get("spec") or {}).get("arguments") or {}).get("parameters") or []}
     out = dict(params)
     for name, value in params.items():
-        if _is_include_file_descriptor(defaults.get(name)) and value and not os.path.isabs(value) \
+        if include_files.descriptor(defaults.get(name)) and value and not os.path.isabs(value) \
                 and os.path.isfile(value):
             out[name] = os.path.abspath(value)
     return out
-
-
-def _is_include_file_descriptor(value) -> bool:
-    try:
-        return isinstance(value, str) and json.loads(value).get("type", "").startswith("uploader")
-    except (ValueError, AttributeError):
-        return False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", metavar="PATH",
                    help="the interpreter the pods' `python` runs (default: the one running mfargo); "
                         "its directory goes first on the pods' PATH")
+    p.add_argument("--max-workers", type=int, metavar="N",
+                   help="at most N pods run at once, a JobSet's pods admitted together (default: "
+                        "2 per core, at most 16, Metaflow's run --max-workers default); the YAML's "
+                        "parallelism still applies")
     p.add_argument("--serve-s3", type=Path, metavar="DIR",
                    help="serve a kept S3 data directory (WORK/s3) again in the background; prints `export` lines "
                         "for eval and the server's pid (kill it to stop)")
@@ -142,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.workflow:
         print("mfargo run: a WORKFLOW.yaml is required", file=sys.stderr)
         return 2
+    if args.max_workers is not None and args.max_workers < 1:
+        print(f"mfargo run: --max-workers must be at least 1, got {args.max_workers}", file=sys.stderr)
+        return 2
     params = _parse_params(args.parameter)
     capacity = _parse_params(args.node_capacity)
     keep = args.keep or args.work_dir is not None
@@ -154,11 +153,17 @@ def main(argv: list[str] | None = None) -> int:
         text = Path(args.workflow).read_text()
     except OSError as e:
         print(f"mfargo run: {e}", file=sys.stderr)
+        if not keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
         return 2
-    try:
-        params = include_file_paths_absolute(load_document(text), params)
-    except (WorkflowError, yaml.YAMLError):
-        pass  # the run below reports an unreadable workflow
+    try:  # read within --timeout and the YAML bounds, before any server or pod starts
+        params = include_file_paths_absolute(
+            load_document(text, time.monotonic() + args.timeout if args.timeout else None), params)
+    except WorkflowError as e:
+        print(f"mfargo run: {e}", file=sys.stderr)
+        if not keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        return 2
     embedded = args.s3 or (not args.no_s3 and _uses_s3(text) and not _endpoint_configured(env, text))
     local_md = work_dir / "metaflow-local"
     force_env: dict[str, str | None] = {}
@@ -199,8 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
                               timeout=args.timeout, validate=not args.no_validate,
                               private_tmp=not args.shared_tmp, force_env=force_env or None,
-                              node_capacity=capacity or None, python=args.python)
-    except (WorkflowError, OSError, yaml.YAMLError) as e:
+                              node_capacity=capacity or None, python=args.python,
+                              max_workers=args.max_workers)
+    except (WorkflowError, OSError) as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)

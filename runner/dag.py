@@ -6,8 +6,9 @@ marks the rest Omitted: Argo's ``dag.failFast`` only decides when the DAG's phas
 assessed (workflow/controller/dag.go: executeDAG walks every target on each pass and
 assessDAGPhase reports Running while any started node is unfinished), and a task
 whose ``depends`` is false is Omitted.  The final phase follows Argo's target-task
-rule: a target (leaf, or ``dag.target``) fails the DAG if its branch failed; an
-Omitted task inherits its parents' branch phase.  The template-level ``failFast``
+rule: a target (leaf, in name order, or ``dag.target``) fails the DAG if its branch
+failed, the first such target giving the phase; an Omitted task inherits its parents'
+branch phase.  The template-level ``failFast``
 with ``parallelism`` stops starting children after a failure (:class:`fanout.Boundary`).
 """
 from __future__ import annotations
@@ -91,8 +92,10 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
             if x not in by_name:
                 raise WorkflowError(f"dag.target {x!r} is not a task")
     else:
+        # Argo's default targets are the leaves in name order (dag.go: findLeafTaskNames sorts
+        # them), and assessDAGPhase takes the first failed one's phase (failFast).
         depended = {d for ds in deps.values() for d in ds}
-        targets = [n for n in by_name if n not in depended]
+        targets = sorted(n for n in by_name if n not in depended)
     needed = set(by_name)
     if dag.get("target"):
         needed = set(targets)

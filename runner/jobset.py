@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import events as ev
 from . import job_policy, jobset_pod, jobset_policy, kube_objects
 from .jobset_checks import API_VERSION, GROUP, essential_problems, validate  # noqa: F401 - the API
-from .model import random_suffix
-from .pod import PodError, PodRunner, PodSpec
+from .pod import PodError, PodSpec
+
+if TYPE_CHECKING:
+    from .jobset_controller import JobSetController
 
 JOB_BACKOFF_SECONDS = 10.0  # the Job controller's pod-failure back-off base
 
@@ -158,7 +160,26 @@ class JobSet:
         self.bump()
 
     async def _attempt(self, restart: int):
-        """Run one generation of all Jobs; None on success else (rjob, reason, message)."""
+        """Run one generation of all Jobs, its pods admitted together (runner.slots);
+        None on success else (rjob, reason, message)."""
+        slots = self.controller.pods.slots
+        size = self.gang_size()
+        if size > slots.capacity:
+            self._emit(f"its {size} pods are more than --max-workers {slots.capacity}: "
+                       "the gang waits for every slot and runs alone")
+        async with slots.admit(size):
+            return await self._generation(restart)
+
+    def gang_size(self) -> int:
+        """Pods that run at once: each Job's min(parallelism, completions), for every replica."""
+        total = 0
+        for rj in self.obj["spec"]["replicatedJobs"]:
+            job = (rj.get("template") or {}).get("spec") or {}
+            completions = int(job.get("completions") or 1)
+            total += int(rj.get("replicas", 1)) * min(completions, max(int(job.get("parallelism") or completions), 1))
+        return total
+
+    async def _generation(self, restart: int):
         spec = self.obj["spec"]
         self.objects.reset()  # a restart deletes the previous generation's Jobs and pods
         rjobs = [_RJob(i, rj["name"], rj, int(rj.get("replicas", 1))) for i, rj in enumerate(spec["replicatedJobs"])]
@@ -299,6 +320,7 @@ class JobSet:
         pod_tmpl = ((r.spec.get("template") or {}).get("spec") or {}).get("template") or {}
         pmeta = pod_tmpl.get("metadata") or {}
         pod = jobset_pod.build(self.obj, self.controller.namespace, r.name, r.replicas, j, g, idx, restart, total)
+        pod.gang_admitted = True  # _attempt holds the gang's slots
         self.pod_names.append(pod.name)
         self.objects.pod_started(pod)
         self._emit(f"pod {pod.name} started (job {job_name}, restart-attempt {restart})")
@@ -334,66 +356,3 @@ class JobSet:
         res = await run
         return job_policy.PodOutcome(pod.name, pod.namespace, container, res.phase, res.exit_code,
                                      res.reason, res.message)
-
-
-class JobSetController:
-    """All JobSets created during one run (the 'API server' for them)."""
-
-    def __init__(self, pods: PodRunner, namespace: str, on_event: ev.EventCallback,
-                 backoff_scale: float = 1.0):
-        self.pods = pods
-        self.namespace = namespace
-        self.on_event = on_event
-        self.backoff_scale = backoff_scale
-        self.jobsets: dict[tuple[str, str], JobSet] = {}
-
-    def create(self, obj: dict, owner: dict | None = None) -> JobSet:
-        obj = copy.deepcopy(obj)
-        meta = obj.setdefault("metadata", {})
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + random_suffix()
-        ns = meta.get("namespace") or self.namespace
-        meta["namespace"] = ns
-        key = (ns, meta["name"])
-        if key in self.jobsets:
-            raise JobSetError(f'Error from server (AlreadyExists): jobsets.{GROUP} "{meta["name"]}" already exists')
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = kube_objects.now()
-        meta.setdefault("labels", {})
-        meta.setdefault("annotations", {})
-        if owner:
-            meta["ownerReferences"] = [owner]
-        spec = obj["spec"]
-        for rj in spec["replicatedJobs"]:
-            rj.setdefault("replicas", 1)
-        spec.setdefault("successPolicy", {}).setdefault("operator", "All")
-        net = spec.setdefault("network", {})
-        net.setdefault("enableDNSHostnames", True)
-        net.setdefault("subdomain", meta["name"])
-        obj["status"] = {}
-        js = JobSet(obj, self)
-        self.jobsets[key] = js
-        js.task = asyncio.ensure_future(js.run())
-        self.on_event(ev.Event(ev.JOBSET, node=meta["name"], message="created"))
-        return js
-
-    def get(self, name: str, namespace: str | None = None) -> JobSet | None:
-        return self.jobsets.get((namespace or self.namespace, name))
-
-    async def delete(self, name: str, namespace: str | None = None) -> bool:
-        js = self.jobsets.pop((namespace or self.namespace, name), None)
-        if js is None:
-            return False
-        if js.task and not js.task.done():
-            js.task.cancel()
-            await asyncio.gather(js.task, return_exceptions=True)
-        self.on_event(ev.Event(ev.JOBSET, node=name, message="deleted"))
-        return True
-
-    async def shutdown(self) -> None:
-        """The run is over: JobSets owned by it die with it."""
-        tasks = [js.task for js in self.jobsets.values() if js.task and not js.task.done()]
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)

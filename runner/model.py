@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from . import bounded_yaml
 
 
 def rfc3339(t: float | None) -> str:
@@ -37,15 +37,19 @@ class WorkflowError(Exception):
     """The workflow document cannot be run (bad shape, missing template...)."""
 
 
-def load_document(source: Any) -> dict:
-    """Return the Workflow/WorkflowTemplate dict from a path, YAML text or dict."""
+def load_document(source: Any, deadline: float | None = None) -> dict:
+    """Return the Workflow/WorkflowTemplate dict from a path, YAML text or dict. YAML is read
+    within :mod:`runner.bounded_yaml`'s bounds (``deadline``: a time.monotonic() value)."""
     if isinstance(source, dict):
         return copy.deepcopy(source)
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source):
         text = Path(source).read_text()
     else:
         text = str(source)
-    docs = [d for d in yaml.safe_load_all(text) if d]
+    try:
+        docs = [d for d in bounded_yaml.load_all(text, deadline) if d]
+    except bounded_yaml.YamlError as e:
+        raise WorkflowError(str(e)) from None
     for d in docs:
         if isinstance(d, dict) and d.get("kind") in ARGO_KINDS:
             return d

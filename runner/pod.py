@@ -21,7 +21,8 @@ one documented way each:
   (``value`` with Kubernetes ``$(VAR)`` expansion, ``fieldRef`` from the pod's
   metadata, ``resourceFieldRef``; ``secretKeyRef``/``configMapKeyRef`` only if the
   runner was given that secret/config map, else an error naming it).  ``TMPDIR``,
-  ``HOSTNAME`` and ``PYTHONPATH`` (= runner/site, code dir, then the rest) are set.
+  ``HOSTNAME`` and ``PYTHONPATH`` (= runner/site, code dir, then the rest; with mount
+  namespaces a path inside the code dir is given as its container path) are set.
 * **DNS**: ``runner/site/sitecustomize.py`` (first on PYTHONPATH) resolves
   ``*.svc.cluster.local`` and the names listed in the run's hosts file
   (``MFARGO_RUNNER_HOSTS_FILE``) to 127.0.0.1 inside every Python process.
@@ -34,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -43,9 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import events as ev
-from . import mountns
-from .pod_setup import LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, termination_message
+from . import contain, mountns
+from .pod_setup import (LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, resolve_exe,
+                        termination_message)
 from .reaper import Reaper
+from .slots import PodSlots, default_max_workers
 
 __all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR", "k8s_expand"]
 
@@ -73,6 +75,7 @@ class PodSpec:
     extra_env: dict[str, str] = field(default_factory=dict)
     display: str = ""
     deadline_message: str = DEFAULT_DEADLINE_MESSAGE
+    gang_admitted: bool = False  # its JobSet holds the slots of all its pods (runner.slots)
 
 
 @dataclass
@@ -108,8 +111,11 @@ class PodRunner(PodSetup):
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True,
                  private_tmp: bool = True, force_env: dict[str, str | None] | None = None,
-                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None):
+                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None,
+                 interpreter_paths: list[str] | None = None, max_workers: int | None = None):
         self.work_dir = Path(work_dir)
+        # At most this many pods run at once (runner.slots); JobSets take their gang's slots.
+        self.slots = PodSlots(max_workers or default_max_workers())
         self.base_env = dict(base_env)
         self.code_dir = Path(code_dir).resolve() if code_dir else None
         self.image_code_dir = image_code_dir.rstrip("/") if image_code_dir else None
@@ -123,6 +129,8 @@ class PodRunner(PodSetup):
         # where this machine allows it (default: if it does), else path prefixes rewritten.
         self.mount_namespaces = mountns.available() if mount_namespaces is None else mount_namespaces
         self.created_mount_points: set[str] = set()
+        # Host paths the pods' interpreter reads (runner.interpreter.needed_paths): never hidden.
+        self.interpreter_paths = list(interpreter_paths or [])
         # Applied after the container's own env (None = remove), e.g. ``mfargo run --user``.
         self.force_env = dict(force_env or {})
         # The one node's allocatable resources (None = unlimited): a pod requesting more
@@ -167,6 +175,10 @@ class PodRunner(PodSetup):
 
     # -- main entry ------------------------------------------------------------
     async def run(self, pod: PodSpec) -> PodResult:
+        problem = contain.pod_problem(pod.name, pod.volumes or [],
+                                      pod.init_containers + pod.containers + pod.sidecars)
+        if problem:  # before anything is created: a name from the YAML would leave the work directory
+            raise PodError(problem)
         pod_dir = self.work_dir / "pods" / pod.name
         try:
             pod_dir.mkdir(parents=True, exist_ok=False)
@@ -214,16 +226,19 @@ class PodRunner(PodSetup):
                 finally:
                     self.pending.pop(pod.name, None)
             multi = len(all_containers) > 1
-            body = self._body(pod, prepared, log, multi)
-            try:
-                if pod.active_deadline is not None and pod.active_deadline >= 0:
-                    code, reason, message, stdout = await asyncio.wait_for(body, timeout=pod.active_deadline)
-                else:
-                    code, reason, message, stdout = await body
-            except asyncio.TimeoutError:
-                result.reason, result.message, result.exit_code = "DeadlineExceeded", pod.deadline_message, None
-                log.write(f"runner: {pod.deadline_message}\n".encode())
-                return result
+            # Waiting for a slot, the pod is Pending: its deadline starts when it runs.
+            async with contextlib.nullcontext() if pod.gang_admitted else self.slots.admit(1):
+                result.started_at = time.time()
+                body = self._body(pod, prepared, log, multi)
+                try:
+                    if pod.active_deadline is not None and pod.active_deadline >= 0:
+                        code, reason, message, stdout = await asyncio.wait_for(body, timeout=pod.active_deadline)
+                    else:
+                        code, reason, message, stdout = await body
+                except asyncio.TimeoutError:
+                    result.reason, result.message, result.exit_code = "DeadlineExceeded", pod.deadline_message, None
+                    log.write(f"runner: {pod.deadline_message}\n".encode())
+                    return result
             result.exit_code, result.reason, result.message, result.stdout = code, reason, message, stdout
             if reason == "Completed":
                 result.phase = "Succeeded"
@@ -255,16 +270,6 @@ class PodRunner(PodSetup):
         }
         with contextlib.suppress(OSError, TypeError):
             (pod_dir / "pod.json").write_text(json.dumps(info, indent=2, default=str))
-
-    def _resolve_exe(self, argv0: str, env: dict[str, str]) -> str | None:
-        path = env.get("PATH", os.defpath)
-        if "/" in argv0:
-            if os.path.isfile(argv0) and os.access(argv0, os.X_OK):
-                return argv0
-            if os.path.isabs(argv0):
-                return shutil.which(os.path.basename(argv0), path=path)
-            return argv0
-        return shutil.which(argv0, path=path)
 
     async def _body(self, pod: PodSpec, prepared: dict, log, multi: bool):
         for c in pod.init_containers:
@@ -315,7 +320,7 @@ class PodRunner(PodSetup):
 
     async def _run_container(self, pod: PodSpec, p: dict, log, multi: bool, capture: bool):
         argv, env = list(p["argv"]), p["env"]
-        exe = self._resolve_exe(argv[0], env)
+        exe = resolve_exe(argv[0], env)
         if exe is None:
             msg = (f"failed to start container {p['name']!r}: exec: {argv[0]!r}: "
                    "executable file not found in $PATH")

@@ -11,11 +11,12 @@ import contextlib
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import events as ev
-from . import mountns
+from . import contain, mountns
 
 if TYPE_CHECKING:
     from .pod import PodSpec
@@ -56,6 +57,24 @@ def map_path(path: str, mounts: list[tuple[str, Path]]) -> Path | None:
             rest = path[len(cp):].lstrip("/")
             return hpath / rest if rest else hpath
     return None
+
+
+def container_path(path: str, mounts: list[tuple[str, Path]]) -> str:
+    """``path`` as the container sees it: a host path inside a mount's host directory
+    becomes that mount's path (the innermost mount wins); anything else is unchanged."""
+    if not os.path.isabs(path):
+        return path
+    real = os.path.realpath(path)
+    best = None
+    for cpath, hpath in mounts:
+        host = os.path.realpath(hpath)
+        if real == host or real.startswith(host.rstrip("/") + "/"):
+            if best is None or len(host) > len(best[1]):
+                best = (cpath, host)
+    if best is None:
+        return path
+    rest = real[len(best[1]):].lstrip("/")
+    return best[0].rstrip("/") + ("/" + rest if rest else "") or "/"
 
 
 def make_rewriter(mounts: list[tuple[str, Path]]) -> Callable[[str], str]:
@@ -133,7 +152,7 @@ class PodSetup:
                     d = pod_dir / "mounts" / mangle(m.get("mountPath", name))
                 elif v.get("persistentVolumeClaim"):
                     claim = v["persistentVolumeClaim"].get("claimName") or name
-                    d = self.work_dir / "volumes" / "pvc" / claim
+                    d = self._inside(self.work_dir / "volumes" / "pvc", claim, "claimName")
                 elif v.get("hostPath"):
                     d = self.work_dir / "volumes" / "hostPath" / mangle(v["hostPath"].get("path", name))
                 else:
@@ -144,6 +163,13 @@ class PodSetup:
                 dirs[name] = d
         return dirs
 
+    @staticmethod
+    def _inside(root: Path, relative: str, what: str) -> Path:
+        try:
+            return contain.join_inside(root, relative, what)
+        except ValueError as e:
+            raise PodError(str(e)) from None
+
     def _mounts(self, c: dict, volume_dirs: dict[str, Path], pod_dir: Path) -> list[tuple[str, Path]]:
         mounts: list[tuple[str, Path]] = []
         for m in c.get("volumeMounts") or []:
@@ -152,7 +178,7 @@ class PodSetup:
                 continue
             host = volume_dirs[m["name"]]
             if m.get("subPath"):
-                host = host / m["subPath"]
+                host = self._inside(host, m["subPath"], "subPath")
                 host.mkdir(parents=True, exist_ok=True)
             mounts.append((path.rstrip("/"), host))
         taken = {p for p, _ in mounts}
@@ -265,12 +291,7 @@ class PodSetup:
                 env[k] = v
         env["HOSTNAME"] = pod.hostname or pod.name
         env.setdefault("TMPDIR", str(pod_dir / "tmp"))
-        parts = [str(SITE_DIR)]
-        if self.code_dir:
-            parts.append(str(self.code_dir))
-        if env.get("PYTHONPATH"):
-            parts.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(parts)
+        env["PYTHONPATH"] = self._pythonpath(env.get("PYTHONPATH", ""), mounts)
         env["MFARGO_RUNNER_HOSTS_FILE"] = str(self.hosts_file)
         env["MFARGO_POD_HOSTNAME"] = pod.hostname or pod.name
         if self.private_tmp:
@@ -294,10 +315,10 @@ class PodSetup:
         if self.mount_namespaces:
             binds = mountns.ordered(mounts)
             self.created_mount_points.update(mountns.claim_mount_points(binds))
-            # The caller's env names host paths (METAFLOW_DATASTORE_SYSROOT_LOCAL, a venv on PATH...):
-            # they stay host paths inside the pod.
-            needed = [str(self.work_dir), str(self.code_dir or ""), *mountns.host_paths(self.base_env),
-                      *env.get("PYTHONPATH", "").split(os.pathsep)]
+            # The caller's env names host paths (METAFLOW_DATASTORE_SYSROOT_LOCAL, a venv on PATH...),
+            # and the interpreter reads its prefix and sys.path: they stay host paths inside the pod.
+            needed = [str(self.work_dir), str(self.code_dir or ""), str(SITE_DIR),
+                      *mountns.host_paths(self.base_env), *self.interpreter_paths]
             return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": binds, "message_file": message_file,
                     "kept": mountns.keep_visible(binds, needed),
                     "workdir": str(c["workingDir"]) if c.get("workingDir") else None}
@@ -309,6 +330,20 @@ class PodSetup:
         return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": None, "kept": None, "workdir": None,
                 "message_file": message_file}
 
+    def _pythonpath(self, given: str, mounts: list[tuple[str, Path]]) -> str:
+        """runner/site, the code directory, then ``given``.  In a mount namespace a path
+        inside a mounted host directory is written as its container path (the code
+        directory as ``/app``, where the pod runs): the pod's Python then sees one copy of
+        each package, and Metaflow refuses two copies of a ``metaflow_extensions``."""
+        entries = [str(SITE_DIR)] + ([str(self.code_dir)] if self.code_dir else []) + given.split(os.pathsep)
+        if self.mount_namespaces:
+            entries = [container_path(e, mounts) for e in entries]
+        out: list[str] = []
+        for e in entries:
+            if e and e not in out:
+                out.append(e)
+        return os.pathsep.join(out)
+
     def _warn_host_tmp(self, pod: PodSpec, texts: list[str]) -> None:
         """A /tmp/<x> the spec names that exists on this machine was probably meant to be shared."""
         for text in texts:
@@ -319,3 +354,16 @@ class PodSetup:
                     self.on_event(ev.Event(ev.WARNING, node=pod.display, message=(
                         f"/tmp/{top} exists on this machine, but each pod has a private /tmp "
                         f"(<pod dir>/tmp), as in Kubernetes; use shared_tmp/--shared-tmp to share it")))
+
+
+def resolve_exe(argv0: str, env: dict[str, str]) -> str | None:
+    """A container's command as this machine runs it: an absolute path missing here (an
+    image's /usr/local/bin/python) is looked up by its base name on the pod's PATH."""
+    path = env.get("PATH", os.defpath)
+    if "/" in argv0:
+        if os.path.isfile(argv0) and os.access(argv0, os.X_OK):
+            return argv0
+        if os.path.isabs(argv0):
+            return shutil.which(os.path.basename(argv0), path=path)
+        return argv0
+    return shutil.which(argv0, path=path)

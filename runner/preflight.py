@@ -13,12 +13,14 @@ Checked for every template of the document (Argo's lint also covers all of them)
   and hook ``expression`` must parse (so unsupported functions are refused here);
 * tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
 * artifacts (inputs, outputs, arguments), ``daemon``, ``podSpecPatch``, ``memoize``,
-  ``synchronization``, a ``suspend`` without ``duration``.
+  ``synchronization``, a ``suspend`` without ``duration``;
+* names and paths that would leave the work directory (:func:`contain.check_document`).
 """
 from __future__ import annotations
 
 from typing import Any, Iterator
 
+from . import contain
 from .expr import ExprError, parse
 from .model import WorkflowDoc, WorkflowError, template_type
 from .scheduler import KINDS
@@ -128,7 +130,9 @@ def check_template(tmpl: dict) -> None:
 
 
 def check(doc: WorkflowDoc) -> None:
-    """Raise WorkflowError (one line) for the first thing the runner cannot run."""
+    """Raise WorkflowError (one line) for the first thing the runner cannot run, or a name
+    or path that would leave the work directory (:mod:`runner.contain`)."""
+    contain.check_document(doc)
     for key in ("synchronization", "artifactGC"):
         if doc.spec.get(key):
             raise WorkflowError(f"spec.{key} is not supported by the local runner")

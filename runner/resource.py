@@ -21,13 +21,13 @@ import json
 import re
 from typing import Any
 
-import yaml
-
 from mfargo import k8s_syntax
 from mfargo.k8s_syntax import Requirement
 
+from . import bounded_yaml
 from . import events as ev
-from .jobset import GROUP, JobSetController, JobSetError, validate
+from .jobset import GROUP, JobSetError, validate
+from .jobset_controller import JobSetController
 
 
 class ResourceError(Exception):
@@ -188,8 +188,8 @@ async def run_resource(resource: dict, outputs_spec: dict | None, controller: Jo
     if not isinstance(manifest, str) or not manifest.strip():
         raise ResourceError("resource.manifest is empty")
     try:
-        docs = [d for d in yaml.safe_load_all(manifest) if d is not None]
-    except yaml.YAMLError as e:
+        docs = [d for d in bounded_yaml.load_all(manifest) if d is not None]
+    except bounded_yaml.YamlError as e:
         raise ResourceError(f"error: error parsing manifest: {e}") from None
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise ResourceError(f"the manifest must hold exactly one object, found {len(docs)}")

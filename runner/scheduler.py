@@ -21,7 +21,7 @@ from typing import Any
 from . import dag, leaf, lifecycle, steps
 from . import events as ev
 from .fanout import NullLock
-from .jobset import JobSetController
+from .jobset_controller import JobSetController
 from .metrics import emit_metrics
 from .model import ERROR, WorkflowDoc, WorkflowError, param_str, parse_int, pod_name, rfc3339, template_type
 from .nodes import NODE_ERRORS, Node, NodeBook, error_text

@@ -69,8 +69,6 @@ def ParallelSteps(steps: list[dict]) -> list[dict]:  # noqa: N802
 
 
 def SecurityContext(context: dict) -> dict:  # noqa: N802
-    """A step's security_context (compiler/decorators.py checked it against hera's model
-    then, loading hera only for a flow that has one), as hera writes it."""
-    from .hera_models import models as hera
-
-    return hera.SecurityContext.model_validate(context).model_dump(exclude_none=True, by_alias=True, mode="json")
+    """A step's security_context: compiler/decorators.py checked it against Kubernetes'
+    schema and wrote its keys as the API's, so it is written as it is."""
+    return context

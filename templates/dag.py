@@ -53,6 +53,8 @@ def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template
     tasks = []
     for step in steps:
         tasks.append(_step_task(wf, step, ctx))
+        if step.gang:
+            tasks.append(gang_report.task(step))
         if step.transition is ir.Transition.FOREACH:
             tasks.append(_fan_out_task(step, ctx))
     inputs = outputs = None
@@ -88,7 +90,6 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
         depends=_depends(wf, step),
         when=when,
         arguments=_arguments(wiring.arguments(step, ctx, wf)),
-        hooks=gang_report.hooks(step) if step.gang else None,
     )
 
 
@@ -101,7 +102,7 @@ def _fan_out_task(splitter: ir.Step, ctx: str) -> m.DAGTask:
         wiring.Arg(Param.INPUT_PATHS, wiring.step_path(splitter.name, ctx)),
     ]
     return m.DAGTask(
-        name=naming.foreach_template_name(splitter.name),
+        name=naming.fan_out_task_name(splitter.name),
         template=naming.foreach_template_name(splitter.name),
         depends=expr.succeeded(task),
         with_param=expr.task_output(task, Param.NUM_SPLITS),
@@ -141,7 +142,7 @@ def _dag_parents(wf: ir.Workflow, step: ir.Step) -> list[Node]:
         return []
     if isinstance(source, ir.FromForeach):
         splitter = wf.steps[source.splitter]
-        return [Node(naming.foreach_template_name(splitter.name), splitter.condition)]
+        return [Node(naming.fan_out_task_name(splitter.name), splitter.condition)]
     if isinstance(source, ir.Gang):
         return [_node(wf.steps[source.step])]
     return [_node(wf.steps[p]) for p in source.parents]

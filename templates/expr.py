@@ -39,9 +39,9 @@ def task_status(task: str) -> str:
     return "{{tasks.%s.status}}" % task
 
 
-def task_failed(task: str) -> str:
-    """A lifecycle hook's expression (expr): the task ended Failed, its retries used up."""
-    return "tasks['%s'].status == 'Failed'" % task
+def did_not_succeed(task: str) -> str:
+    """Enhanced depends: the task ended Failed or Error (a retried task: its last attempt)."""
+    return "%s.Failed || %s.Errored" % (task, task)
 
 
 def step_output(step: str, name: str) -> str:

@@ -31,9 +31,10 @@ SIGNAL_EXIT_CODES = {contract.RETRY_ON_KILLED: 137, contract.RETRY_ON_TERMINATED
 # Job failure reasons (batch/v1 JobConditionType Failed).
 USER_FAILURE = "PodFailurePolicy"
 COUNTED_FAILURE = "BackoffLimitExceeded"
-# JobSet failurePolicy rule names (required and non-empty since v0.6).
-FAIL_RULE = "fail-on-user-code"
-RESTART_RULE = "restart-on-infrastructure"
+# JobSet failurePolicy rule names: the webhook admits letters, digits and '_,:' only
+# (mfargo.validation.jobset.RULE_NAME); a hyphen refused every gang on a real cluster.
+FAIL_RULE = "fail_on_user_code"
+RESTART_RULE = "restart_on_infrastructure"
 
 
 def pod_failure_policy(placement: ir.GangPlacement, container: str) -> dict:

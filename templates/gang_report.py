@@ -2,12 +2,36 @@
 
 A failed JobSet only makes its resource step fail ("failure condition matched"); the
 rank that failed first and its reason (OOMKilled, Evicted, DeadlineExceeded, an exit
-code) are in the Job and pod status below it. So the gang's DAG task gets a lifecycle
-hook that fires once the task has Failed (its retries used up): a small pod reading the
-step's newest JobSet, its Jobs and pods (``plugins/gang_report.py``; the workflow's Role
-grants get/list) that records the failure as Metaflow task metadata and ends Failed
-with it as its termination message, which Argo shows as the node's message. A hook that
-ends Failed does not change the workflow's outcome (docs/lifecyclehook.md).
+code) are in the Job and pod status below it. So beside every gang task its DAG has a
+report task ``<step>-failure-report`` with ``depends: "<step>.Failed || <step>.Errored"``:
+a small pod reading the step's newest JobSet, its Jobs and pods (``plugins/gang_report.py``;
+the workflow's Role grants get/list) that records the failure as Metaflow task metadata
+and ends Failed with it as its termination message, which Argo shows as the node's message.
+
+Why a task and not a lifecycle hook on the gang task (what this was before): Argo never
+runs a hook of a DAG task whose phase is settled inside ``executeTemplate`` (a task with a
+retryStrategy, as every gang task with @retry is) when its failure Omits its dependents
+(argo-workflows#16057, open; its fix #16058 is unmerged as of v4.1.2): the hook is
+evaluated at the top of ``executeDAGTask`` while the task is still Running, and once the
+dependents are Omitted nothing visits the task again. A real v4.0.5 controller showed it.
+A ``depends`` task has no such gap, on 3.7 and 4.x alike (workflow/controller/dag.go):
+
+* it starts once: ``evaluateDependsLogic`` waits until the gang task is Fulfilled and reads
+  ``.Failed``/``.Errored`` from its phase (docs/enhanced-depends-logic.md), and the report
+  is a leaf, so a target that ``executeDAG`` visits on every pass. The gang task's Retry
+  node stays Running between attempts and back-offs and takes its last attempt's phase
+  (Failed or Error) only when no retry is left (operator.go ``processNodeRetries``), so
+  the report runs after the last attempt, never after an earlier one;
+* it changes no outcome: the gang task and its template are what they were (same name,
+  retryStrategy, ``{{retries}}``, the join's ``<step>.Succeeded``), and ``assessDAGPhase``
+  gives an Omitted target its parents' branch phase: on success the report is Omitted and
+  the DAG succeeds; on failure the gang's branch is Failed (the join and what follows are
+  Omitted and inherit it) and the DAG fails whatever the report ends with. A gang inside
+  a foreach gets its report inside the same body DAG.
+
+A nested DAG { JobSet task, report task } as the gang's template would also escape #16057,
+but the gang task's phase would then be the report's (it must fail for the gang to fail)
+and every input would be forwarded once more.
 """
 
 from __future__ import annotations
@@ -21,18 +45,18 @@ from metaflow_extensions.mfargo.plugins import gang_report, pod_contract
 
 from . import common, expr, gang, wiring
 
-HOOK = "gang-failed"
 # It only reads a few objects: it must fit anywhere, whatever the gang's own size.
 RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("256Mi")})
 
 
-def hooks(step: ir.Step) -> dict[str, m.LifecycleHook]:
-    """The gang task's hook: run the report when the task failed."""
-    return {HOOK: m.LifecycleHook(
+def task(step: ir.Step) -> m.DAGTask:
+    """The report's DAG task, beside the gang's: runs only when the gang task did not succeed."""
+    return m.DAGTask(
+        name=naming.gang_report_task_name(step.name),
         template=naming.gang_report_template_name(step.name),
-        expression=expr.task_failed(wiring.task_name(step.name)),
+        depends=expr.did_not_succeed(wiring.task_name(step.name)),
         arguments=m.Arguments(parameters=[m.Parameter(name=n, value=v) for n, v in gang.report_arguments(step.gang)]),
-    )}
+    )
 
 
 def jobset_names(step: ir.Step) -> list[str]:

@@ -119,20 +119,22 @@ def _notify_templates(wf: ir.Workflow) -> list[tuple[str, bool, m.Template]]:
             continue
         outcome = "succeeded" if success else "failed ({{workflow.status}})"
         text = "Metaflow run %s %s" % (run_pathspec(wf), outcome)
-        suffix = "on-success" if success else "on-error"
         if notify.slack:
-            out.append(("notify-slack-%s" % suffix, success, _notify_template(
-                "notify-slack-%s" % suffix, notify.image, SLACK_SCRIPT,
+            name = naming.notify_template_name("slack", success)
+            out.append((name, success, _notify_template(
+                name, notify.image, SLACK_SCRIPT,
                 [m.EnvVar(name=TEXT_ENV, value=text), _secret_env(SLACK_URL_ENV, notify.slack)])))
         if notify.pager_duty:
-            out.append(("notify-pager-duty-%s" % suffix, success, _notify_template(
-                "notify-pager-duty-%s" % suffix, notify.image, PAGER_DUTY_SCRIPT,
+            name = naming.notify_template_name("pager-duty", success)
+            out.append((name, success, _notify_template(
+                name, notify.image, PAGER_DUTY_SCRIPT,
                 [m.EnvVar(name=TEXT_ENV, value=text), m.EnvVar(name=PD_ACTION_ENV, value="change" if success else "trigger"),
                  _secret_env(PAGER_DUTY_KEY_ENV, notify.pager_duty)])))
         if notify.incident_io:
             metadata = json.dumps(dict(notify.incident_io_metadata), sort_keys=True)
-            out.append(("notify-incident-io-%s" % suffix, success, _notify_template(
-                "notify-incident-io-%s" % suffix, notify.image, INCIDENT_IO_SCRIPT,
+            name = naming.notify_template_name("incident-io", success)
+            out.append((name, success, _notify_template(
+                name, notify.image, INCIDENT_IO_SCRIPT,
                 [m.EnvVar(name=TEXT_ENV, value=text),
                  m.EnvVar(name=PD_ACTION_ENV, value="resolved" if success else "firing"),
                  m.EnvVar(name=DEDUP_ENV, value=run_pathspec(wf)),

@@ -9,9 +9,9 @@ Plain dicts holding only what is emitted. ``replicas`` of the worker job is a pl
 ``{{inputs.parameters.worker-count}}`` tag, unquoted (``emit.BareTag``), so Argo's
 substitution leaves an int (argo-workflows#10924).
 
-Control and worker pods differ only in their command and role env; everything else is
-the same object in both, which the YAML writer emits once with an anchor and refers to
-with an alias (kubectl and Argo read YAML anchors), keeping big gangs small.
+Control and worker pods differ only in their role env (and, with ``@jobset(control=...)``,
+in the control's own size and placement); the YAML writer writes each role's pod out in
+full, no YAML anchors, so a reviewer sees what each pod gets.
 """
 
 from __future__ import annotations
@@ -89,19 +89,22 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
                 _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, control_spec, pod_failure, control,
-                     shared_env + _role_env(True)),
+                     shared_env + _role_env(True), step),
                 _job(JobSetKey.WORKER_JOB, emit.BareTag(gang.WORKER_REPLICAS), pod_metadata, pod_spec, pod_failure, container,
-                     shared_env + _role_env(False)),
+                     shared_env + _role_env(False), step),
             ],
         },
     }
 
 
 def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
-    """Env of every gang pod: the workflow's, the step's, pod identity, and the gang contract."""
+    """Env of every gang pod: the workflow's, the step's, pod identity, and the gang contract.
+    The step's @environment replaces a workflow variable of the same name, as Argo's merge of
+    templateDefaults does for every other step (a JobSet's env is a list-map: one entry per name)."""
     namespace = wf.namespace or expr.WORKFLOW_NAMESPACE
-    models = common.env_vars(wf.env) + common.env_vars(step.environment) + common.identity_env()
-    return models + [
+    own = {name for name, _ in step.environment}
+    models = common.env_vars([(k, v) for k, v in wf.env if k not in own]) + common.env_vars(step.environment)
+    return models + common.identity_env() + [
         {"name": Env.MASTER_ADDR, "value": naming.control_host(jobset, namespace)},
         {"name": Env.MASTER_PORT, "value": str(step.compute.port) if step.compute.port else "None"},
         {"name": Env.WORLD_SIZE, "value": gang.NUM_PARALLEL},
@@ -111,6 +114,20 @@ def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
         _annotation_ref(Env.JOBSET_RESTART_ATTEMPT, JobSetKey.RESTART_ATTEMPT),
         _annotation_ref(Env.JOBSET_NAME, JobSetKey.JOBSET_NAME),
     ]
+
+
+def _refuse_contract_names(step: ir.Step, env: list[dict]) -> None:
+    """An @environment variable a gang pod gets from mfargo too (pod identity, the gang contract
+    Metaflow reads, the tmpfs dir): two entries of one name are refused by the JobSet API, and
+    dropping either would break the gang or ignore the user."""
+    from mfargo.compiler import CompileError
+
+    own = {name for name, _ in step.environment}
+    names = [e["name"] for e in env]
+    for name in names:
+        if name in own and names.count(name) > 1:
+            raise CompileError("%s is set by mfargo in every gang pod (%s); use another name"
+                               % (name, "Metaflow's @parallel contract or the pod's identity"), step.name, "environment")
 
 
 def _role_env(control: bool) -> list[dict]:
@@ -166,9 +183,10 @@ def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) ->
     return container, pod_spec
 
 
-def _job(name, replicas, pod_metadata, pod_spec, pod_failure, container, env) -> dict:
+def _job(name, replicas, pod_metadata, pod_spec, pod_failure, container, env, step: ir.Step) -> dict:
     shared = {k: v for k, v in container.items() if k != "extra_env"}
     this_container = {**shared, "env": container["extra_env"] + env}
+    _refuse_contract_names(step, this_container["env"])
     return {
         "name": name,
         "replicas": replicas,

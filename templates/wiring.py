@@ -60,7 +60,7 @@ def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
             Arg(Param.SPLIT_CARDINALITY, expr.task_output(task_name(source.splitter), Param.SPLIT_CARDINALITY))
         )
         if len(source.body_last) > 1:  # which step ended each split: the body DAGs' outputs, in split order
-            fan_out = naming.foreach_template_name(source.splitter)
+            fan_out = naming.fan_out_task_name(source.splitter)
             args.append(Arg(Param.LAST_STEP, expr.task_output(fan_out, Param.LAST_STEP)))
     elif isinstance(source, ir.Gang):
         args += [Arg(name, value) for name, value in gang.join_arguments(source)]

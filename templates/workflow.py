@@ -8,7 +8,6 @@ from . import argo_models as m
 
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Api, Label
-from mfargo.compiler.errors import CompileError
 
 from . import common, dag, expr, gang_report, hooks, jobset, pod_command, recursion, sensor, step
 
@@ -16,7 +15,7 @@ from . import common, dag, expr, gang_report, hooks, jobset, pod_command, recurs
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
     default_image = _most_common_image(wf)
     default_resources = _most_common_resources(wf)
-    entrypoint = naming.entrypoint_name(wf.flow_name)
+    entrypoint = naming.entrypoint_name()
     templates = dag.build_all(wf, entrypoint)
     for s in wf.steps.values():
         if s.gang:
@@ -26,9 +25,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             templates.append(step.build(s, wf, default_resources))
         if s.recursive:
             templates.append(recursion.build(s, wf))
-    _check_unique(templates)
     lifecycle, hook_templates = hooks.build(wf)
-    _check_hook_names(templates, lifecycle)
     templates += hook_templates
     return m.WorkflowTemplate(
         api_version=Api.ARGO,
@@ -108,17 +105,3 @@ def _deployment_annotations(wf: ir.Workflow) -> dict[str, str]:
         out.update(sensor.template_annotations(wf))
     out.update(hooks.annotations(wf))
     return out
-
-
-def _check_hook_names(templates: list[m.Template], lifecycle: dict) -> None:
-    clash = sorted({t["name"] for t in templates} & set(lifecycle))
-    if clash:
-        raise CompileError("hook template %r has the name of a step template; rename the function" % clash[0])
-
-
-def _check_unique(templates: list[m.Template]) -> None:
-    seen = set()
-    for t in templates:
-        if t["name"] in seen:
-            raise CompileError("two Argo templates would be named %r; rename the step" % t.name)
-        seen.add(t["name"])

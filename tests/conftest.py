@@ -32,6 +32,7 @@ SLOW_FIRST = (
     "tests/test_cache.py",
     "tests/test_injection.py",
     "tests/test_e2e_cli.py",
+    "tests/test_install.py",
 )
 
 
@@ -71,6 +72,33 @@ def pytest_xdist_make_scheduler(config, log):
 
     config.option.loadscopereorder = False  # keep the slowest-first order, not "biggest group first"
     return SharedFixtureScheduling(config, log)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_checks():
+    """Every bundle this session compiles (flowtools.compile_file, pipeline.as_yaml) passes the
+    real `argo lint --offline`, and each of its JobSets, tags substituted, the JobSet webhook's
+    own code: checked once, batched, when the session ends (engine_tools)."""
+    import os
+
+    import engine_tools
+    from mfargo import pipeline
+
+    original = pipeline.as_yaml
+
+    def recording(docs):
+        text = original(docs)
+        engine_tools.RECORDER.record(text, os.environ.get("PYTEST_CURRENT_TEST", "?"))
+        return text
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(pipeline, "as_yaml", recording)
+    yield engine_tools.RECORDER
+    patch.undo()
+    problems = engine_tools.RECORDER.problems()
+    if problems:
+        pytest.fail("Argo's or JobSet's own validation refused what the tests compiled:\n" + "\n".join(problems),
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+import yamlreview
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 # What the checked-in examples are compiled with (also used to regenerate them).
@@ -44,7 +46,28 @@ def compile_file(flow: Path, *create_args: str, top_args=EXAMPLE_ARGS, env=None,
     proc = subprocess.run(cmd, cwd=flow.parent, env=env or clean_env(), capture_output=True, text=True, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError("compile failed (%d):\n%s" % (proc.returncode, proc.stderr[-3000:]))
+    if check and "--only-yaml" in cmd and "--graph" not in cmd:
+        # Every flow a test compiles: YAML a reviewer can read (no anchors, no long lines).
+        found = yamlreview.problems(proc.stdout)
+        assert not found, "hard to review YAML from %s: %s" % (flow.name, "; ".join(found[:3]))
+    if proc.returncode == 0 and not {"--check", "--graph"} & set(create_args):
+        _record(cmd, flow.parent, proc.stdout)
     return proc
+
+
+def _record(cmd: list[str], cwd: Path, stdout: str) -> None:
+    """Hand what was compiled to Argo's and JobSet's own validation (engine_tools)."""
+    from engine_tools import RECORDER
+
+    if "--argo-version" in cmd and not cmd[cmd.index("--argo-version") + 1].startswith("4."):
+        return  # for Argo 3.x: the lint binary is Argo 4 (Argo 3's module is not served to build one)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?")
+    if "--output-file" in cmd:
+        out = cwd / cmd[cmd.index("--output-file") + 1]
+        if out.is_file():
+            RECORDER.record(out.read_text(), test)
+    else:
+        RECORDER.record(stdout, test)
 
 
 def write_flow(tmp_path: Path, source: str, name: str = "flow.py") -> Path:

@@ -1,9 +1,14 @@
 """A loopback fake of the few Kubernetes API endpoints mfargo's cluster client uses.
 
-Namespaced custom objects only, any group/version/plural:
+Namespaced objects, any group/version/plural (the core group as /api/v1):
 
     GET/POST          /apis/<group>/<version>/namespaces/<ns>/<plural>
     GET/PUT/PATCH/DELETE  /apis/<group>/<version>/namespaces/<ns>/<plural>/<name>
+    GET               /api/v1/namespaces/<ns>/<plural>/<name>   (Secrets, ServiceAccounts: seed them)
+    GET               /apis/<group>/<version>                   (discovery, from ``served``)
+
+By default it serves Argo Workflows', Argo Events' and JobSet's kinds (``served``; pop a
+group/version to play a cluster without that CRD).
 
 It keeps objects in memory (resourceVersion, generateName, 409 on an existing name or a
 stale resourceVersion, JSON merge patch, list with limit/continue) and records every
@@ -23,7 +28,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-PATH = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
+PATH = re.compile(r"^(?:/apis/(?P<group>[^/]+)|/api)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
+                  r"(?:/(?P<name>[^/]+))?$")
+DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)$")
+ARGO_KINDS = {"workflows": "Workflow", "workflowtemplates": "WorkflowTemplate", "cronworkflows": "CronWorkflow",
+              "sensors": "Sensor", "eventsources": "EventSource", "eventbus": "EventBus"}
+
+
+def default_served() -> dict:
+    """(group, version) -> {plural: kind}: what a cluster with Argo Workflows, Argo Events and JobSet serves."""
+    return {("argoproj.io", "v1alpha1"): dict(ARGO_KINDS), ("jobset.x-k8s.io", "v1alpha2"): {"jobsets": "JobSet"}}
 TOKEN = "fake-token-123"
 
 
@@ -60,6 +74,7 @@ class FakeKube:
     objects: dict = field(default_factory=dict)  # (group, version, ns, plural, name) -> obj
     requests: list = field(default_factory=list)
     failures: list = field(default_factory=list)
+    served: dict = field(default_factory=default_served)
     version: int = 100
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
@@ -93,6 +108,15 @@ class FakeKube:
             self.objects[(group, version, namespace, plural, meta["name"])] = obj
         return obj
 
+    def put_secret(self, name: str, keys=(), namespace="default") -> dict:
+        """A Secret holding ``keys`` (their values are irrelevant here)."""
+        return self.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                         "data": {k: "eA==" for k in keys}}, "", "v1", "secrets", namespace)
+
+    def put_service_account(self, name: str, namespace="default") -> dict:
+        return self.put({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+                        "", "v1", "serviceaccounts", namespace)
+
     def get(self, plural, name, namespace="default", group="argoproj.io", version="v1alpha1"):
         return self.objects.get((group, version, namespace, plural, name))
 
@@ -106,8 +130,8 @@ class FakeKube:
         return [r for r in self.requests if (method is None or r.method == method) and (plural is None or r.plural == plural)]
 
     def summary(self) -> list[tuple[str, str]]:
-        """(method, path-without-/apis/argoproj.io/v1alpha1) of every request, in order."""
-        return [(r.method, r.path.replace("/apis/argoproj.io/v1alpha1", "")) for r in self.requests]
+        """(method, path-without-/apis/argoproj.io/v1alpha1 before /namespaces) of every request, in order."""
+        return [(r.method, re.sub(r"^/apis/argoproj.io/v1alpha1(?=/)", "", r.path)) for r in self.requests]
 
     def reset_log(self):
         self.requests.clear()
@@ -128,10 +152,13 @@ class FakeKube:
             if f.times > 0 and f.method == method and f.pattern.search(parts.path):
                 f.times -= 1
                 return f.status, status(f.status, f.message)
+        d = DISCOVERY.match(parts.path)
+        if d and method == "GET":
+            return self._discovery(d["group"], d["version"])
         m = PATH.match(parts.path)
         if not m:
             return 404, status(404, "the server could not find the requested resource")
-        key = (m["group"], m["version"], m["ns"], m["plural"])
+        key = (m["group"] or "", m["version"], m["ns"], m["plural"])
         name = m["name"]
         with self.lock:
             if name is None and method == "GET":
@@ -162,6 +189,15 @@ class FakeKube:
                     return 415, status(415, "unsupported patch type %s" % headers.get("content-type"))
                 return 200, self._store(key, name, merge_patch(json.loads(json.dumps(obj)), body), obj)
         return 405, status(405, "method not allowed")
+
+    def _discovery(self, group, version):
+        kinds = self.served.get((group, version))
+        if kinds is None:
+            return 404, status(404, "the server could not find the requested resource")
+        return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "%s/%s" % (group, version),
+                     "resources": [{"name": plural, "singularName": "", "namespaced": True, "kind": kind,
+                                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
+                                   for plural, kind in sorted(kinds.items())]}
 
     def _list(self, key, query):
         items = [o for k, o in sorted(self.objects.items()) if k[:4] == key]

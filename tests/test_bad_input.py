@@ -18,10 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from flowtools import EXAMPLE_ARGS, clean_env, compile_file
+from mfargo.compiler.flow_decorators import sanitized_event_name
 
 FLOW = """
 from metaflow import (FlowSpec, Parameter, step, kubernetes, resources, retry, timeout, catch,
-                      environment, schedule, batch)
+                      environment, schedule, trigger, exit_hook, batch)
 %(prelude)s
 %(flow_deco)s
 class BadFlow(FlowSpec):
@@ -134,6 +135,70 @@ CASES = {
                              "where": "METAFLOW_SERVICE_URL holds a user name/password"},
     "s3 endpoint password": {"env": {"METAFLOW_S3_ENDPOINT_URL": "http://key:secret@minio:9000"},
                              "where": "METAFLOW_S3_ENDPOINT_URL holds a user name/password"},
+    # What the API server or Argo would refuse (issue 19): Kubernetes' and Argo's own rules.
+    # Two volumes at one path (ValidateVolumeMounts)
+    "pvc same path": deco("@kubernetes(persistent_volume_claims={'a': '/data', 'b': '/data'})", K),
+    "pvc at tmpfs path": deco("@kubernetes(use_tmpfs=True, tmpfs_path='/data', persistent_volume_claims={'a': '/data'})",
+                              K),
+    "pvc at /dev/shm": deco("@kubernetes(shared_memory=64, persistent_volume_claims={'a': '/dev/shm'})", K),
+    "pvc at outputs dir": deco("@kubernetes(persistent_volume_claims={'a': '/mnt/out'})", K),
+    # ValidateTolerations
+    "toleration operator": deco("@kubernetes(tolerations=[{'key': 'a', 'operator': 'Sometimes'}])", K),
+    "toleration effect": deco("@kubernetes(tolerations=[{'key': 'a', 'operator': 'Exists', 'effect': 'Never'}])", K),
+    "toleration key": deco("@kubernetes(tolerations=[{'key': 'bad key!', 'operator': 'Exists'}])", K),
+    "toleration no key": deco("@kubernetes(tolerations=[{'operator': 'Equal', 'value': 'x'}])", K),
+    "toleration exists value": deco("@kubernetes(tolerations=[{'key': 'a', 'operator': 'Exists', 'value': 'x'}])", K),
+    "toleration seconds fraction": deco("@kubernetes(tolerations=[{'key': 'a', 'operator': 'Exists', "
+                                        "'effect': 'NoExecute', 'toleration_seconds': 1.5}])", K),
+    "toleration seconds without NoExecute": deco("@kubernetes(tolerations=[{'key': 'a', 'operator': 'Exists', "
+                                                 "'toleration_seconds': 5}])", K),
+    # validatePullPolicy, the image, env var names (IsEnvVarName)
+    "image pull policy": deco("@kubernetes(image_pull_policy='Sometimes')", K),
+    "image tab": deco("@kubernetes(image='python:3.11\\tslim')", K),
+    "image inner space": deco("@kubernetes(image='python 3.11')", K),
+    "environment name dotdot": deco("@environment(vars={'..x': 'v'})", S + "environment"),
+    # quantities: never rounded to zero, never past 2^63-1 (resource/quantity.go)
+    "cpu rounds to zero": deco("@kubernetes(cpu=0.0001)", K),
+    "cpu 30 digits": deco("@kubernetes(cpu=1e30)", K),
+    "gpu 30 digits": deco("@kubernetes(gpu=10**30)", K),
+    "memory half MB": deco("@kubernetes(memory=0.5)", K),
+    # annotations: 256 KiB in all (objectmeta.go); keys mfargo, Argo or JobSet set themselves
+    "annotation 300 kB": deco("@kubernetes(annotations={'a': 'x' * 300000})", K),
+    "label argo workflow": deco("@kubernetes(labels={'workflows.argoproj.io/workflow': 'x'})", K),
+    "annotation code dir": deco("@kubernetes(annotations={'mfargo/code-dir': '/elsewhere'})", K),
+    "label step name": deco("@kubernetes(labels={'metaflow/step_name': 'x'})", K),
+    # int32/int64 fields
+    "timeout past int32": deco("@timeout(seconds=2**31)", S + "timeout"),
+    "workflow priority int32": {"args": ("--workflow-priority", str(2**31)), "where": "--workflow-priority"},
+    "workflow priority negative int32": {"args": ("--workflow-priority", str(-2**31 - 1)),
+                                         "where": "--workflow-priority"},
+    "workflow timeout int64": {"args": ("--workflow-timeout", str(2**63)), "where": "--workflow-timeout"},
+    "max workers int64": {"args": ("--max-workers", str(2**63)), "where": "--max-workers"},
+    "ttl after success int32": {"args": ("--ttl-after-success", str(2**31)), "where": "--ttl-after-success"},
+    # Argo's cron parser and timezones
+    "cron 99 99": {"flow_deco": "@schedule(cron='99 99 * * *')", "where": "@schedule"},
+    "cron step 0": {"flow_deco": "@schedule(cron='*/0 * * * *')", "where": "@schedule"},
+    "cron L": {"flow_deco": "@schedule(cron='0 0 L * *')", "where": "@schedule"},
+    "timezone unknown": {"flow_deco": "@schedule(cron='0 * * * *', timezone='Mars/Olympus_Mons')",
+                         "where": "@schedule"},
+    "trigger reset timezone": {"flow_deco": "@trigger(event='go', options={'reset_at': {'cron': '0 0 * * *', "
+                                            "'timezone': 'Nowhere/Land'}})", "where": "@trigger"},
+    "trigger parameter name": {"flow_deco": "@trigger(event='go')",
+                               "params": "    p = Parameter('%s', default='x')" % sanitized_event_name("go"),
+                               "where": "@trigger: event go"},
+    "exit hook image": {"flow_deco": "@exit_hook(on_error=['page'], options={'image': 'bad image'})",
+                        "where": "@exit_hook: options image"},
+    # names Kubernetes refuses, from Metaflow's config and create options
+    "namespace not a DNS label": {"env": {"METAFLOW_KUBERNETES_NAMESPACE": "Bad_NS"},
+                                  "where": "METAFLOW_KUBERNETES_NAMESPACE"},
+    "namespace option": {"options": {"namespace": "a.b"}, "where": "METAFLOW_KUBERNETES_NAMESPACE"},
+    "workflow description 300 kB": {"options": {"description": "x" * 300000}, "where": "--workflow-description"},
+    "notify secret name": {"args": ("--notify-slack-webhook-url-secret", "Bad_Secret"),
+                           "where": "--notify-slack-webhook-url-secret"},
+    "notify secret key": {"args": ("--notify-pager-duty-integration-key-secret", "pd:..key"),
+                          "where": "--notify-pager-duty-integration-key-secret"},
+    "notify image": {"args": ("--notify-image", "bad image"), "where": "--notify-image"},
+    "service account option": {"args": ("--service-account", "Bad SA"), "where": "--service-account"},
 }
 
 
@@ -145,15 +210,19 @@ CLI_CASES = {
     "cpu abc", "memory 4Gi", "disk big", "tmpfs size x", "labels list", "node selector string", "retry x",
     "timeout x", "namespace other", "environment argo tag", "batch",
     "param space", "param dot", "param braces", "param non-ascii", "param default argo tag", "param help argo tag",
-    "tag argo tag", "max workers 0",
+    "tag argo tag", "max workers 0", "cron", "trigger parameter name", "timezone unknown",
+    "trigger reset timezone",
 }
 # create options as the CLI passes them to CompileOptions
 OPTIONS = {"--tag": ("tags", lambda v: (v,)), "--max-workers": ("max_workers", int),
-           "--workflow-timeout": ("timeout_seconds", int)}
+           "--workflow-timeout": ("timeout_seconds", int), "--workflow-priority": ("priority", int)}
 
 
 def _through_cli(name: str, case: dict) -> bool:
-    return name in CLI_CASES or any(k in case for k in ("env", "prelude", "flow_deco"))
+    """Process cases: the list above, Metaflow's config, imports, and options that are not
+    CompileOptions (read by the command itself)."""
+    return name in CLI_CASES or any(k in case for k in ("env", "prelude")) \
+        or any(option not in OPTIONS for option in case.get("args", ())[::2])
 
 
 IN_PROCESS = sorted(name for name, case in CASES.items() if not _through_cli(name, case))
@@ -224,9 +293,11 @@ def test_rule_in_process(tmp_path, name):
     for option, value in zip(args[::2], args[1::2]):
         field, convert = OPTIONS[option]
         given[field] = convert(value)
+    given.update(case.get("options", {}))
     options = CompileOptions(datastore="s3", datastore_root="s3://b/m", code_in_image="/app", **given)
+    flow_decorators = [d for decos in flow._flow_decorators.values() for d in decos]
     with pytest.raises(CompileError) as info:
-        pipeline.documents(pipeline.compile_ir(flow, flow._graph, options, ()))
+        pipeline.documents(pipeline.compile_ir(flow, flow._graph, options, flow_decorators))
     line = "mfargo: %s" % info.value
     assert "\n" not in line and case["where"] in line, line
 

@@ -295,17 +295,17 @@ def test_exit_hooks_run_metaflow_exit_hook_script(tmp_path):
     hooks = wt["spec"]["hooks"]
     on_error = "workflow.status == 'Error' || workflow.status == 'Failed'"
     assert hooks == {
-        "success-ok": {"expression": "workflow.status == 'Succeeded'", "template": "success-ok"},
-        "error-bad": {"expression": on_error, "template": "error-bad"},
-        "error-pkg-mod-alert": {"expression": on_error, "template": "error-pkg-mod-alert"},
+        "0-on-success-ok": {"expression": "workflow.status == 'Succeeded'", "template": "0-on-success-ok"},
+        "0-on-error-bad": {"expression": on_error, "template": "0-on-error-bad"},
+        "0-on-error-pkg-mod-alert": {"expression": on_error, "template": "0-on-error-pkg-mod-alert"},
     }
     templates = {t["name"]: t for t in wt["spec"]["templates"]}
     for hook in hooks.values():
         assert hook["template"] in templates
-    command = pod_command(wt, templates["success-ok"])  # the code first: templateDefaults' shared command
+    command = pod_command(wt, templates["0-on-success-ok"])  # the code first: templateDefaults' shared command
     assert command[:2] == ["bash", "-c"] and "cd /app" in command[2]
     assert "python -m metaflow.plugins.exit_hook.exit_hook_script flow.py ok 'BundleFlow/argo-{{workflow.name}}'" in command[-1]
-    assert "exit_hook_script flow.py pkg.mod.alert " in script(templates["error-pkg-mod-alert"])
+    assert "exit_hook_script flow.py pkg.mod.alert " in script(templates["0-on-error-pkg-mod-alert"])
 
 
 def test_notifications_take_secrets_by_reference_only(tmp_path):
@@ -315,12 +315,12 @@ def test_notifications_take_secrets_by_reference_only(tmp_path):
                        "--notify-pager-duty-integration-key-secret", "pd").stdout
     [wt] = list(yaml.safe_load_all(out))
     templates = {t["name"]: t for t in wt["spec"]["templates"]}
-    assert set(wt["spec"]["hooks"]) == {"notify-slack-on-error", "notify-slack-on-success",
-                                        "notify-pager-duty-on-error", "notify-pager-duty-on-success"}
-    env = {e["name"]: e for e in templates["notify-slack-on-error"]["container"]["env"]}
+    assert set(wt["spec"]["hooks"]) == {"0-notify-slack-on-error", "0-notify-slack-on-success",
+                                        "0-notify-pager-duty-on-error", "0-notify-pager-duty-on-success"}
+    env = {e["name"]: e for e in templates["0-notify-slack-on-error"]["container"]["env"]}
     assert env["SLACK_WEBHOOK_URL"] == {"name": "SLACK_WEBHOOK_URL",
                                         "valueFrom": {"secretKeyRef": {"name": "slack-hook", "key": "webhook"}}}
-    env = {e["name"]: e for e in templates["notify-pager-duty-on-success"]["container"]["env"]}
+    env = {e["name"]: e for e in templates["0-notify-pager-duty-on-success"]["container"]["env"]}
     assert env["PAGER_DUTY_ROUTING_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "pd", "key": "integration-key"}}
     assert json.loads(wt["metadata"]["annotations"]["metaflow/notify_on_error"]) == {
         "slack": True, "pager_duty": True, "incident_io": False}
@@ -439,13 +439,13 @@ def test_incident_io_alerts_read_the_api_key_from_a_secret(tmp_path):
                        "--incident-io-alert-source-config-id", "01ABC", "--incident-io-metadata", "team=ml").stdout
     [wt] = list(yaml.safe_load_all(out))
     templates = {t["name"]: t for t in wt["spec"]["templates"]}
-    assert set(wt["spec"]["hooks"]) == {"notify-incident-io-on-error"}
-    env = {e["name"]: e for e in templates["notify-incident-io-on-error"]["container"]["env"]}
+    assert set(wt["spec"]["hooks"]) == {"0-notify-incident-io-on-error"}
+    env = {e["name"]: e for e in templates["0-notify-incident-io-on-error"]["container"]["env"]}
     assert env["INCIDENT_IO_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "incident", "key": "api-key"}}
     assert env["MFARGO_INCIDENT_IO_SOURCE"]["value"] == "01ABC"
     assert json.loads(env["MFARGO_INCIDENT_IO_METADATA"]["value"]) == {"team": "ml"}
     assert json.loads(wt["metadata"]["annotations"]["metaflow/notify_on_error"])["incident_io"] is True
-    compile(templates["notify-incident-io-on-error"]["container"]["command"][2], "<notify>", "exec")
+    compile(templates["0-notify-incident-io-on-error"]["container"]["command"][2], "<notify>", "exec")
     assert validation.validate_documents([wt]) == []
     missing = compile_file(flow, "--notify-on-error", "--notify-incident-io-api-key-secret", "incident", check=False)
     assert missing.returncode != 0 and "--incident-io-alert-source-config-id" in missing.stderr

@@ -94,6 +94,7 @@ def test_create_deploys_the_template_with_a_production_token(env, kube):  # noqa
     proc = env.create()
     assert kube.summary() == [
         ("GET", NS + "/workflowtemplates/helloflow"),  # the previous deployment's token
+        ("GET", "/apis/argoproj.io/v1alpha1"),  # is Argo installed (API discovery), before creating anything
         ("GET", NS + "/workflowtemplates/helloflow"),  # create-or-replace
         ("POST", NS + "/workflowtemplates"),
         ("DELETE", NS + "/cronworkflows/helloflow"),  # no @schedule: no stale schedule may keep running

@@ -135,8 +135,8 @@ def test_a_name_without_usable_characters_is_refused():
 
 def test_template_names_have_no_underscores():
     assert naming.template_name("my_step") == "my-step"
-    assert naming.foreach_template_name("fan_out") == "fan-out-foreach"
-    assert naming.recursion_template_name("loop_it") == "loop-it-loop"
+    assert naming.foreach_template_name("fan_out") == "0-foreach-fan-out"
+    assert naming.recursion_template_name("loop_it") == "0-loop-loop-it"
 
 
 # --- command: every rendered command parses back to the words it was built from ----
@@ -187,6 +187,40 @@ def compile_gang(tmp_path, control):
     return pipeline.compile_ir(flow, flow._graph, OPTIONS)
 
 
+@pytest.mark.parametrize("jobset,message", [
+    ("max_restarts=1.7", "max_restarts must be a whole number"),  # was 1
+    ("max_restarts=2**31", "more than 2,147,483,647"),  # failurePolicy.maxRestarts: int32
+    ("queue='team a'", "queue: label value 'team a'"),
+    ("exclusive_topology='bad key!'", "exclusive_topology: name 'bad key!'"),
+])
+def test_jobset_values_the_cluster_would_refuse_are_one_line(tmp_path, jobset, message):
+    path = tmp_path / ("jobset_%d.py" % abs(hash(jobset)))
+    path.write_text(gang_flow("JobsetFlow", "@jobset(%s)" % jobset))
+    flow = load_flow(path, "mfargo_jobset_%s" % path.stem)
+    with pytest.raises(CompileError) as err:
+        pipeline.compile_ir(flow, flow._graph, OPTIONS)
+    assert message in str(err.value) and "step *train* @jobset" in str(err.value), str(err.value)
+
+
+def test_a_gang_steps_environment_replaces_the_workflows_variable_and_never_the_contract(tmp_path):
+    from mfargo.validation.report import parse_manifest
+
+    path = tmp_path / "gang_env.py"
+    path.write_text(gang_flow("GangEnvFlow", "@environment(vars={'METAFLOW_USER': 'me'})"))
+    flow = load_flow(path, "mfargo_gang_env")
+    docs = pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS))
+    train = next(t for t in docs[0]["spec"]["templates"] if t["name"] == "train")
+    jobset = parse_manifest(train["resource"]["manifest"])[0][0]
+    for job in jobset["spec"]["replicatedJobs"]:  # one entry per name (the JobSet API refuses two), the step's
+        env = job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert [e.get("value") for e in env if e["name"] == "METAFLOW_USER"] == ["me"]
+    path = tmp_path / "gang_contract.py"
+    path.write_text(gang_flow("GangContractFlow", "@environment(vars={'MF_MASTER_ADDR': 'x'})"))
+    flow = load_flow(path, "mfargo_gang_contract")
+    with pytest.raises(CompileError, match=r"step \*train\* @environment: MF_MASTER_ADDR is set by mfargo"):
+        pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS))
+
+
 def test_the_control_pod_gets_its_own_size(tmp_path):
     workflow = compile_gang(tmp_path, {"cpu": 4, "memory": 8000, "gpu": 1})
     control = workflow.steps["train"].gang.placement.control
@@ -198,8 +232,14 @@ def test_the_control_pod_gets_its_own_size(tmp_path):
     ({"cpu": "abc"}, "control.cpu must be a number"),
     ({"memory": -1}, "control.memory"),
     ({"memory": 1e30}, "more than 1 PiB"),
-    ({"image": " "}, "must be a non-empty image reference"),
+    ({"image": " "}, "has whitespace"),
     ({"node_selector": {"bad key!": "x"}}, "bad key!"),
+    # looser than @kubernetes once: 1.5 GPUs became '1', 0.5 MB became 0
+    ({"gpu": 1.5}, "control.gpu must be a whole number"),
+    ({"memory": 1000.5}, "control.memory=1000.5 must be a whole number of MB"),
+    ({"disk": 0.5}, "control.disk=0.5 must be a whole number of MB"),
+    ({"cpu": 0.0001}, "control.cpu=0.0001"),
+    ({"tolerations": [{"key": "a", "operator": "Sometimes"}]}, "operator 'Sometimes' is not one of Equal, Exists"),
 ])
 def test_a_bad_control_size_is_one_line_naming_the_step(tmp_path, control, message):
     with pytest.raises(CompileError) as err:

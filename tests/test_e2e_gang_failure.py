@@ -1,6 +1,7 @@
-"""E2E: when a gang fails, the rank that failed first and its reason reach the Argo node
-message of the step's failure report, `mfargo run`'s output and the Metaflow task
-metadata of the failed attempt (templates/gang_report.py, plugins/gang_report.py)."""
+"""E2E: when a gang fails for good, the rank that failed first and its reason reach the Argo
+node message of the step's failure-report task, `mfargo run`'s output and the Metaflow task
+metadata of the last attempt, and the report runs once, after the last @retry attempt
+(templates/gang_report.py, plugins/gang_report.py)."""
 
 import json
 import re
@@ -8,31 +9,47 @@ import re
 from flowtools import gang_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-# The runner plays the kernel's OOM killer on worker 1 (rank 2), 8 s after it starts.
-OOM_GANG = gang_flow("OomFlow", '@kubernetes(annotations={"mfargo.runner/faults": "worker-1@0=oom:8"})',
+from mfargo.compiler import naming
+
+# The runner plays the kernel's OOM killer on worker 1 (rank 2), 8 s after it starts, in
+# both Argo attempts (each attempt is a new JobSet, so restart attempt 0 again).
+OOM_GANG = gang_flow("OomFlow", '@retry(times=1)\n@kubernetes(annotations={"mfargo.runner/faults": "worker-1@0=oom:8"})',
                      "time.sleep(300)", num_parallel=3, imports="import time")
 
-MESSAGE = r"gang step train: rank 2 \(worker\) failed first: OOMKilled, exit code 137 \(pod js-\w{10}-worker-1-0-\w+"
+MESSAGE = r"gang step train: rank 2 \(worker\) failed first: OOMKilled, exit code 137 \(pod js-\w{10}-1-worker-1-0-\w+"
 
 
-def test_oom_killed_rank_is_named_in_node_message_run_output_and_task_metadata(mf_env, tmp_path):
+def test_oom_killed_rank_is_reported_once_after_the_last_attempt(mf_env, tmp_path):
     c = compile_flow(tmp_path, mf_env, OOM_GANG)
-    result, rec = c.run(timeout=240)
+    result, rec = c.run(timeout=300)
     print("run took %.1f s" % (result.finished_at - result.started_at))
     assert result.status == "Failed", tail(result, rec)
-    [(jobset, js)] = result.jobsets.items()
-    assert js["status"]["terminalState"] == "Failed"
-    [report] = [n for n in result.nodes.values() if n.display_name == "train.hooks.gang-failed"]
+    first_js, jobset = sorted(result.jobsets)  # js-E-0, js-E-1: one JobSet per Argo attempt
+    assert re.fullmatch(r"js-\w{10}-1", jobset) and first_js == jobset[:-1] + "0"
+    assert {js["status"]["terminalState"] for js in result.jobsets.values()} == {"Failed"}
+    by_name = {}
+    for n in result.nodes.values():
+        by_name.setdefault(n.display_name, []).append(n)
+    # The gang task failed (its retries used up), its successors were Omitted, and the report
+    # ran exactly once, after the last attempt ended.
+    [train] = by_name["train"]
+    assert train.phase == "Failed"
+    assert [n.phase for n in by_name["join"]] == ["Omitted"] and [n.phase for n in by_name["end"]] == ["Omitted"]
+    [report] = by_name[naming.gang_report_task_name("train")]
     assert report.phase == "Failed"
+    [last] = by_name["train(1)"]
+    assert last.finished_at <= report.started_at
     assert re.fullmatch(r"Error \(exit code 1\): " + MESSAGE + r"; JobSet %s: ReachedMaxRestarts after 0 restarts\)"
                         % jobset, report.message), report.message
     assert re.search(MESSAGE, "\n".join(rec.lines())), tail(result, rec)
-    entropy = jobset[len("js-"):]
+    entropy = jobset[len("js-"):-len("-1")]
     got = c.client("""
-        task = Task("OomFlow/%s/train/control-%s-0" % (sys.argv[1], sys.argv[2]), attempt=0)
-        print(json.dumps({"md": task.metadata_dict.get("gang-failure")}))
+        tasks = [Task("OomFlow/%s/train/control-%s-0" % (sys.argv[1], sys.argv[2]), attempt=a) for a in (0, 1)]
+        print(json.dumps({"md": [t.metadata_dict.get("gang-failure") for t in tasks]}))
     """, result.run_id, entropy)
-    assert json.loads(got["md"]) == {
-        "jobset": jobset, "rank": 2, "role": "worker", "job": "%s-worker-1" % jobset, "pod": json.loads(got["md"])["pod"],
+    first, md = got["md"]
+    assert first is None  # not after the first attempt: once, on the last
+    assert json.loads(md) == {
+        "jobset": jobset, "rank": 2, "role": "worker", "job": "%s-worker-1" % jobset, "pod": json.loads(md)["pod"],
         "reason": "OOMKilled", "exit_code": 137, "jobset_reason": "ReachedMaxRestarts", "restarts": 0}
-    assert json.loads(got["md"])["pod"].startswith("%s-worker-1-0-" % jobset)
+    assert json.loads(md)["pod"].startswith("%s-worker-1-0-" % jobset)

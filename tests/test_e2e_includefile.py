@@ -19,6 +19,9 @@ import pytest
 import yaml
 
 from flowtools import clean_env
+from mfargo.compiler.constants import Label
+from mfargo.runner import include_files
+from mfargo.runner.model import WorkflowDoc, WorkflowError
 from k8s_fake import kube  # noqa: F401 - fixture
 from test_e2e_support import Compiled, compile_flow, mf_env_for, tail  # noqa: F401
 
@@ -96,6 +99,52 @@ def test_output_file_uploads_and_the_run_reads_the_default(s3_server, tmp_path):
     assert result.status == "Succeeded", tail(result, rec)
     got = compiled.client(READ, "IncludeFlow/" + result.run_id)
     assert got == {"ok": True, "seen": "hello from a file\n"}
+
+
+def test_mfargo_run_uploads_an_only_yaml_default_from_the_code_dir(s3_server, tmp_path):
+    # --only-yaml uploads nothing; the YAML names the default's file in the flow's directory,
+    # and `mfargo run` uploads it (its sha1 checked) before the first pod.
+    compiled = _compiled(s3_server, tmp_path, code_in_image=True)
+    annotations = compiled.doc["metadata"]["annotations"]
+    assert json.loads(annotations[Label.INCLUDE_FILES]) == {"text": "data.txt"}
+    assert Label.INCLUDE_FILES == include_files.ANNOTATION
+    url = _default(compiled, "text")["url"]
+    assert compiled.client(EXISTS, url)["exists"] is False
+    result, rec = compiled.run()
+    assert result.status == "Succeeded", tail(result, rec)
+    assert [e.message for e in rec.events if e.kind == "info" and "IncludeFile" in e.message] == [
+        f"IncludeFile text: uploaded data.txt to {url} (the datastore lacked this default)"]
+    assert compiled.client(READ, "IncludeFlow/" + result.run_id) == {"ok": True, "seen": "hello from a file\n"}
+    # Metaflow's own uploader, given the same file, finds the object there (same name, same place).
+    assert compiled.client(METAFLOW_UPLOAD, str(tmp_path / "code" / "data.txt"))["descriptor"]["url"] == url
+
+
+def test_a_default_that_cannot_be_uploaded_stops_the_run_before_any_pod(s3_server, tmp_path):
+    compiled = _compiled(s3_server, tmp_path, code_in_image=True)
+    data = tmp_path / "code" / "data.txt"
+    data.write_text("edited after compiling\n")
+    sha = __import__("hashlib").sha1(b"edited after compiling\n").hexdigest()
+    url = _default(compiled, "text")["url"]
+    with pytest.raises(WorkflowError) as changed:
+        compiled.run()
+    assert str(changed.value) == (
+        f"IncludeFile text: its default {url} is not in the datastore, and {data} changed since the YAML was "
+        f"compiled (its sha1 is {sha}, the YAML's {url.rsplit('/', 1)[1]}): compile again, or pass -p text={data}")
+    with pytest.raises(WorkflowError) as no_code_dir:
+        compiled.run(code_dir=None)
+    assert str(no_code_dir.value).endswith("and no --code-dir to upload data.txt from: give the flow's directory")
+    assert not any((w / "pods").exists() for w in tmp_path.glob("work-*"))  # no pod started
+    assert compiled.client(EXISTS, url)["exists"] is False
+
+
+def test_a_default_outside_the_flow_dir_is_not_named_in_the_yaml(s3_server, tmp_path):
+    env = mf_env_for(s3_server, tmp_path)
+    (tmp_path / "shared.txt").write_text("outside\n")
+    compiled = compile_flow(tmp_path, env, INCLUDE.replace('default="data.txt"', 'default="../shared.txt"'))
+    assert Label.INCLUDE_FILES not in compiled.doc["metadata"]["annotations"]
+    with pytest.raises(WorkflowError, match="the YAML names no file in the flow's directory for it: compile with "
+                                            "--output-file .* or pass -p text=PATH"):
+        compiled.run()
 
 
 def test_a_new_local_file_passed_with_p_is_uploaded_and_read(s3_server, tmp_path):
@@ -247,3 +296,15 @@ def test_create_uploads_and_trigger_uploads_a_new_local_file(s3_server, tmp_path
     assert descriptor["url"].endswith("/IncludeFlow/" + sha1(b"a new file\n").hexdigest())
     assert descriptor["size"] == len("a new file\n") and descriptor["type"] == "uploader-v2"
     assert compiled.client(EXISTS, descriptor["url"])["exists"] is True
+
+
+@pytest.mark.parametrize("named", ["../secret.txt", "/etc/hostname", "sub/../../secret.txt"])
+def test_a_yaml_naming_a_file_outside_the_code_dir_uploads_nothing(tmp_path, named):
+    # Users run YAML they did not write: only files inside --code-dir are ever uploaded.
+    (tmp_path / "secret.txt").write_text("not for the datastore\n")
+    (tmp_path / "code").mkdir()
+    value = json.dumps({"type": "uploader-v2", "url": "s3://b/data/F/" + "0" * 40, "sub-type": "uploaded"})
+    doc = WorkflowDoc({"metadata": {"annotations": {include_files.ANNOTATION: json.dumps({"text": named})}},
+                       "spec": {"entrypoint": "main", "arguments": {"parameters": [{"name": "text", "value": value}]}}})
+    [found] = include_files.defaults(doc, {"text": value}, tmp_path / "code")
+    assert found.local is None and found.why_not == f"{named} is outside the code directory {tmp_path / 'code'}"

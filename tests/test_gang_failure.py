@@ -1,7 +1,8 @@
 """Gang failure reasons in-process: the diagnosis over API objects (plugins/gang_failure.py),
-the runner's objects and loopback API (runner/kube_objects.py, kube_api.py), the hook and
-report template the compiler emits (templates/gang_report.py), and the termination message
-becoming the node message."""
+the runner's objects and loopback API (runner/kube_objects.py, kube_api.py), the report
+task and template the compiler emits (templates/gang_report.py), how Argo's DAG rules run
+that task (once, after the last attempt; the outcome unchanged), and the termination
+message becoming the node message."""
 
 import json
 import shlex
@@ -128,19 +129,23 @@ def training_docs():
     return list(yaml.safe_load_all(pipeline.as_yaml(pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS)))))
 
 
-def test_every_gang_task_has_the_failure_hook_and_its_template(training_docs):
+def test_every_gang_task_has_a_report_task_beside_it_and_no_hook(training_docs):
     wt, role = training_docs[0], training_docs[1]
     templates = {t["name"]: t for t in wt["spec"]["templates"]}
-    gang_tasks = [task for t in templates.values() for task in (t.get("dag") or {}).get("tasks", [])
-                  if "resource" in templates[task["template"]]]
+    dags = [t["dag"]["tasks"] for t in templates.values() if "dag" in t]
+    gang_tasks = [(tasks, task) for tasks in dags for task in tasks if "resource" in templates[task["template"]]]
     assert gang_tasks
-    for task in gang_tasks:
-        hook = task["hooks"]["gang-failed"]
-        assert hook["expression"] == "tasks['%s'].status == 'Failed'" % task["name"]
-        report = templates[hook["template"]]
-        assert [p["name"] for p in report["inputs"]["parameters"]] == [p["name"] for p in hook["arguments"]["parameters"]]
+    for tasks, task in gang_tasks:
+        assert "hooks" not in task  # argo-workflows#16057: never run when the gang fails for good
+        [report_task] = [t for t in tasks if t["name"] == "Failure-report-" + task["name"]]
+        assert report_task["depends"] == "%s.Failed || %s.Errored" % (task["name"], task["name"])
+        # Nothing else depends on the report: a leaf, whose Omitted phase inherits the gang's branch.
+        assert not [t for t in tasks if report_task["name"] in (t.get("depends") or "")]
+        report = templates[report_task["template"]]
+        args = report_task["arguments"]["parameters"]
+        assert [p["name"] for p in report["inputs"]["parameters"]] == [p["name"] for p in args]
         entropy = {p["name"]: p["value"] for p in task["arguments"]["parameters"]}["task-id-entropy"]
-        assert hook["arguments"]["parameters"] == [{"name": "task-id-entropy", "value": entropy}]
+        assert args == [{"name": "task-id-entropy", "value": entropy}]
         container = report["container"]
         assert "command" not in container  # templateDefaults' shared command gets the code first
         argv = shlex.split(container["args"][0])
@@ -158,6 +163,49 @@ def test_every_gang_task_has_the_failure_hook_and_its_template(training_docs):
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): r["verbs"] for r in role["rules"]}
     assert rules[(("batch",), ("jobs",))] == ["list"] and rules[(("",), ("pods",))] == ["list"]
     assert "get" in rules[(("jobset.x-k8s.io",), ("jobsets",))]
+
+
+# The compiled shape with a container standing in for the JobSet step: it fails (exit 1) on
+# attempt 0 and, with FAIL_LAST, on attempt 1 too; the report records which attempts it saw.
+REPORT_SHAPE = """
+apiVersion: argoproj.io/v1alpha1
+kind: WorkflowTemplate
+metadata: {name: shape}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - {name: train, template: train}
+      - {name: train-failure-report, depends: train.Failed || train.Errored, template: report}
+      - {name: join, depends: train.Succeeded, template: ok}
+  - name: train
+    retryStrategy: {limit: 1, retryPolicy: Always}
+    container:
+      image: python:3.11
+      command: [bash, -c, 'echo {{retries}} >> ATTEMPTS; [ {{retries}} = 1 ] && [ -z "FAIL_LAST" ]']
+  - name: report
+    container: {image: python:3.11, command: [bash, -c, 'echo report >> ATTEMPTS; exit 1']}
+  - name: ok
+    container: {image: python:3.11, command: [bash, -c, 'true']}
+"""
+
+
+@pytest.mark.parametrize("fail_last", [True, False])
+def test_the_report_task_runs_once_after_the_last_attempt_and_changes_no_outcome(tmp_path, fail_last):
+    log = tmp_path / "attempts"
+    text = REPORT_SHAPE.replace("ATTEMPTS", str(log)).replace("FAIL_LAST", "x" if fail_last else "")
+    result, _ = run_yaml(text, tmp_path / "run", backoff_scale=0.01, private_tmp=False)
+    phases = {n.display_name: n.phase for n in result.nodes.values()}
+    if fail_last:
+        assert log.read_text().split() == ["0", "1", "report"]  # once, after the last attempt
+        assert (result.status, phases["train"], phases["join"], phases["train-failure-report"]) == (
+            "Failed", "Failed", "Omitted", "Failed")
+    else:
+        assert log.read_text().split() == ["0", "1"]
+        assert (result.status, phases["train"], phases["join"], phases["train-failure-report"]) == (
+            "Succeeded", "Succeeded", "Succeeded", "Omitted")
 
 
 def test_a_termination_message_becomes_the_node_message(tmp_path):

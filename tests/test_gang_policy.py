@@ -57,8 +57,8 @@ def test_jobset_rules_are_named_and_keyed_on_job_reasons():
     policy = gang_policy.failure_policy(ir.GangPlacement(max_restarts=3))
     assert policy["maxRestarts"] == 3
     assert [(r["name"], r["action"], r["onJobFailureReasons"]) for r in policy["rules"]] == [
-        ("fail-on-user-code", "FailJobSet", ["PodFailurePolicy"]),
-        ("restart-on-infrastructure", "RestartJobSet", ["BackoffLimitExceeded"]),
+        ("fail_on_user_code", "FailJobSet", ["PodFailurePolicy"]),
+        ("restart_on_infrastructure", "RestartJobSet", ["BackoffLimitExceeded"]),
     ]
 
 

@@ -154,7 +154,7 @@ def _compile(tmp_path, source):
 
 def test_linear(tmp_path):
     doc = _compile(tmp_path, LINEAR)
-    tasks = dag_tasks(doc, "f")
+    tasks = dag_tasks(doc, "0-flow")
     assert list(tasks) == ["start", "a", "end"]
     assert "depends" not in tasks["start"]
     assert tasks["a"]["depends"] == "start.Succeeded"
@@ -166,7 +166,7 @@ def test_linear(tmp_path):
 
 def test_nested_splits_and_a_step_named_split(tmp_path):
     doc = _compile(tmp_path, NESTED_SPLITS)
-    tasks = dag_tasks(doc, "f")
+    tasks = dag_tasks(doc, "0-flow")
     assert tasks["inner-join"]["depends"] == "b.Succeeded && c.Succeeded"
     assert tasks["join"]["depends"] == "a.Succeeded && inner-join.Succeeded"
     assert tasks["b"]["depends"] == "split.Succeeded"  # qualified, never a bare `split`
@@ -178,22 +178,22 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     doc = _compile(tmp_path, FOREACH_3_IN_SPLIT)
     tmpl = templates(doc)
     for splitter in ("fe1", "fe2", "fe3"):
-        assert "dag" in tmpl["%s-foreach" % splitter]
+        assert "dag" in tmpl["0-foreach-%s" % splitter]
         outs = {p["name"] for p in tmpl[splitter]["outputs"]["parameters"]}
         assert outs == {"num-splits", "split-cardinality"}
-    top = dag_tasks(doc, "f")
-    fan = top["fe1-foreach"]
+    top = dag_tasks(doc, "0-flow")
+    fan = top["Foreach-fe1"]
     assert fan["withParam"] == "{{tasks.fe1.outputs.parameters.num-splits}}"
     assert args(fan) == {
         "ctx": "-{{item}}",
         "split-index": "{{item}}",
         "input-paths": "argo-{{workflow.name}}/fe1/fe1",
     }
-    assert top["j1"]["depends"] == "fe1-foreach.Succeeded"
-    inner = dag_tasks(doc, "fe2-foreach")
-    assert args(inner["fe3-foreach"])["ctx"] == "{{inputs.parameters.ctx}}-{{item}}"
-    assert args(inner["fe3-foreach"])["input-paths"] == "argo-{{workflow.name}}/fe3/fe3{{inputs.parameters.ctx}}"
-    leaf = dag_tasks(doc, "fe3-foreach")["leaf"]
+    assert top["j1"]["depends"] == "Foreach-fe1.Succeeded"
+    inner = dag_tasks(doc, "0-foreach-fe2")
+    assert args(inner["Foreach-fe3"])["ctx"] == "{{inputs.parameters.ctx}}-{{item}}"
+    assert args(inner["Foreach-fe3"])["input-paths"] == "argo-{{workflow.name}}/fe3/fe3{{inputs.parameters.ctx}}"
+    leaf = dag_tasks(doc, "0-foreach-fe3")["leaf"]
     assert args(leaf)["split-index"] == "{{inputs.parameters.split-index}}"
     assert "--split-index '{{inputs.parameters.split-index}}'" in script(tmpl["leaf"])
     # The join rebuilds its children's ids from the split count: no lookups in the pod.
@@ -202,21 +202,21 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     assert "'leaf{{inputs.parameters.ctx}}-'$i" in j3
     # templates nest inner first, so every sub-DAG is defined before its user
     names = [t["name"] for t in doc["spec"]["templates"]]
-    assert names.index("fe3-foreach") < names.index("fe2-foreach") < names.index("fe1-foreach") < names.index("f")
+    assert names.index("0-foreach-fe3") < names.index("0-foreach-fe2") < names.index("0-foreach-fe1") < names.index("0-flow")
 
 
 def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
     doc = _compile(tmp_path, RECURSIVE_SWITCH)
     tmpl = templates(doc)
-    loop = tmpl["loop-loop"]
+    loop = tmpl["0-loop-loop"]
     [[run], [again]] = loop["steps"]
-    assert run["template"] == "loop" and again["template"] == "loop-loop"
+    assert run["template"] == "loop" and again["template"] == "0-loop-loop"
     assert again["when"] == "{{steps.run.outputs.parameters.switch-step}} == loop"
     again_args = args(again)
     assert again_args["iteration"] == "{{=asInt(inputs.parameters['iteration']) + 1}}"
     assert again_args["input-paths"] == "argo-{{workflow.name}}/loop/loop-r{{inputs.parameters.iteration}}"
-    top = dag_tasks(doc, "f")
-    assert top["loop"]["template"] == "loop-loop"
+    top = dag_tasks(doc, "0-flow")
+    assert top["loop"]["template"] == "0-loop-loop"
     assert args(top["loop"])["iteration"] == "0"
     assert top["end"]["when"] == "{{tasks.loop.outputs.parameters.switch-step}} == end"
     # the step after the loop reads its last iteration, known only at run time
@@ -230,7 +230,7 @@ def test_switch_merge_uses_the_branch_that_ran(tmp_path):
 
     source = (Path(__file__).parents[1] / "examples" / "switch.py").read_text()
     doc = _compile(tmp_path, source)
-    tasks = dag_tasks(doc, "switchflow")
+    tasks = dag_tasks(doc, "0-flow")
     assert tasks["big"]["when"] == "{{tasks.start.outputs.parameters.switch-step}} == big"
     merge = tasks["merge"]
     assert "big.Skipped" in merge["depends"] and "(big.Succeeded || small.Succeeded)" in merge["depends"]
@@ -240,9 +240,13 @@ def test_switch_merge_uses_the_branch_that_ran(tmp_path):
 
 def test_parallel_inside_foreach_gets_per_split_entropy(tmp_path):
     doc = _compile(tmp_path, PARALLEL_IN_FOREACH)
-    body = dag_tasks(doc, "start-foreach")
+    body = dag_tasks(doc, "0-foreach-start")
     assert args(body["train"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
     assert args(body["gang-join"])["task-id-entropy"] == "{{tasks.prep.outputs.parameters.task-id-entropy}}"
+    # The gang's failure report sits in the same body DAG, reading the same split's entropy.
+    report = body["Failure-report-train"]
+    assert report["depends"] == "train.Failed || train.Errored" and "hooks" not in body["train"]
+    assert args(report) == {"task-id-entropy": "{{tasks.prep.outputs.parameters.task-id-entropy}}"}
     # the gang join's own id is per split: t<ctx>, ctx = -<split>
     assert "--task-id 'gang_join{{inputs.parameters.ctx}}'" in script(templates(doc)["gang-join"])
 
@@ -260,17 +264,17 @@ def test_switch_inside_foreach_join_reads_which_step_ended_each_split(tmp_path):
     from test_e2e_graphs import SWITCH_IN_FOREACH
 
     doc = _compile(tmp_path, SWITCH_IN_FOREACH)
-    [out] = templates(doc)["start-foreach"]["outputs"]["parameters"]
+    [out] = templates(doc)["0-foreach-start"]["outputs"]["parameters"]
     assert out == {"name": "last-step", "valueFrom": {"expression": "tasks['even'].status == 'Succeeded' ? 'even' : 'odd'"}}
-    join = dag_tasks(doc, "switchinforeach")["join"]
-    assert args(join)["last-step"] == "{{tasks.start-foreach.outputs.parameters.last-step}}"
+    join = dag_tasks(doc, "0-flow")["join"]
+    assert args(join)["last-step"] == "{{tasks.Foreach-start.outputs.parameters.last-step}}"
     assert "'{{inputs.parameters.last-step}}'" in script(templates(doc)["join"])
 
 
 def test_loop_at_the_end_of_a_switch_branch_is_read_only_when_it_ran(tmp_path):
     from test_e2e_graphs import LOOP_AT_BRANCH_END
 
-    merge = dag_tasks(_compile(tmp_path, LOOP_AT_BRANCH_END), "loopatbranchend")["merge"]
+    merge = dag_tasks(_compile(tmp_path, LOOP_AT_BRANCH_END), "0-flow")["merge"]
     assert "when" not in merge  # a and loop exclude each other; the loop always ends in merge
     assert merge["depends"].endswith("&& (a.Succeeded || loop.Succeeded)")
     assert args(merge)["task-id-loop"] == (
@@ -281,7 +285,7 @@ def test_switch_parent_beside_its_own_branch_arrives_only_if_it_chose_this_step(
     from test_e2e_graphs import SWITCH_TO_END
 
     doc = _compile(tmp_path, SWITCH_TO_END)
-    end = dag_tasks(doc, "switchtoend")["end"]
+    end = dag_tasks(doc, "0-flow")["end"]
     assert end["when"] == "({{tasks.a.status}} == Succeeded) || ({{tasks.start.status}} == Succeeded && {{tasks.a.status}} != Succeeded)"
     assert args(end)["status-start"] == "{{tasks.start.status}}" and args(end)["status-a"] == "{{tasks.a.status}}"
     assert "[ '{{inputs.parameters.status-start}}' != Succeeded ] || [ '{{inputs.parameters.status-a}}' = Succeeded ] ||" in script(templates(doc)["end"])

@@ -66,3 +66,47 @@ def test_selector_requirements():
 def test_selector_refused(expr):
     with pytest.raises(ValueError):
         k.parse_selector(expr)
+
+
+@pytest.mark.parametrize("text,whole,problem", [
+    ("1", False, None), ("500m", False, None), ("1.5Gi", False, None), ("1e3", False, None), ("1Ei", False, None),
+    ("0.1m", False, "more than 3 decimal places"),  # the API server would round it up to 1m
+    ("2e-4", False, "more than 3 decimal places"),
+    ("8Ei", False, "more than 2^63-1"), ("1" + "0" * 30, False, "more than 2^63-1"),
+    ("-1", False, "negative"), ("abc", False, "not a resource quantity"),
+    ("2", True, None), ("0.5", True, "must be a whole number"), ("1500m", True, "must be a whole number"),
+])
+def test_quantities_as_the_api_server_stores_them(text, whole, problem):
+    found = k.quantity_problem(text, whole)
+    assert (found is None) if problem is None else (problem in found), found
+
+
+@pytest.mark.parametrize("toleration,problem", [
+    (("a", "Exists", None, None, None), None),
+    (("a", "Equal", "b", "NoSchedule", None), None),
+    (("a", None, "b", None, None), None),  # no operator: Equal
+    (("a", "Exists", None, "NoExecute", 30), None),
+    ((None, "Exists", None, None, None), None),  # every taint
+    ((None, "Equal", "b", None, None), "operator must be Exists when key is empty"),
+    (("a", "Sometimes", None, None, None), "operator 'Sometimes' is not one of Equal, Exists"),
+    (("a", "Exists", None, "Never", None), "effect 'Never' is not one of"),
+    (("a", "Exists", "b", None, None), "value must be empty when operator is Exists"),
+    (("a", "Exists", None, "NoSchedule", 30), "effect must be NoExecute when tolerationSeconds is set"),
+    (("bad key!", "Exists", None, None, None), "key 'bad key!'"),
+    (("a", "Equal", "bad value!", None, None), "label value 'bad value!'"),
+])
+def test_tolerations_as_the_api_server_checks_them(toleration, problem):
+    found = k.toleration_problems(*toleration)
+    assert found == [] if problem is None else any(problem in p for p in found), found
+
+
+def test_env_names_keys_images_pull_policies_and_annotation_size():
+    assert k.is_env_var_name("my.var-1") and k.is_env_var_name(".x")
+    assert not any(k.is_env_var_name(n) for n in ("..x", ".", "..", "1A", "A=B", ""))
+    assert k.is_config_map_key("url") and k.is_config_map_key("a.b-c_d")
+    assert not any(k.is_config_map_key(n) for n in ("..key", ".", "a/b", "", "x" * 254))
+    assert k.image_problem("ghcr.io/a/b:1") is None and "whitespace" in k.image_problem("a\tb")
+    assert k.image_problem("") == "an image is required"
+    assert k.pull_policy_problem("IfNotPresent") is None and k.pull_policy_problem("always")
+    assert k.annotations_size_problem({"a": "x" * (256 * 1024 - 1)}) is None
+    assert "262,145 bytes" in k.annotations_size_problem({"a": "x" * (256 * 1024)})

@@ -1,5 +1,5 @@
 """Files and uploads: the written YAML's mode, refused targets, package upload failures in
-seconds, and credentials in Metaflow's URLs (in-process; the CLI paths are in test_bad_input)."""
+seconds (in-process; URLs with secrets are in test_names_and_secrets)."""
 import os
 import stat
 
@@ -7,7 +7,6 @@ import metaflow  # noqa: F401 - first, as in a pod: importing pod_hooks first wo
 import pytest    # plugin loader find it half-initialised ("Cannot locate 'MfargoInternalDecorator'")
 
 from mfargo import output
-from mfargo.compiler import CompileError, rules
 from mfargo.errors import UserError
 
 
@@ -48,28 +47,13 @@ def test_read_only_target_and_directory_are_refused(tmp_path):
         output.check_target(tmp_path / "file" / "wf.yaml")
 
 
-@pytest.mark.parametrize("name, url", [
-    ("METAFLOW_SERVICE_URL", "https://user:PASS@metadata.example.com/api"),
-    ("METAFLOW_S3_ENDPOINT_URL", "http://key:secret@minio:9000"),
-    ("--datastore-root", "s3://user:pw@bucket/prefix"),
-])
-def test_urls_with_credentials_are_refused(name, url):
-    with pytest.raises(CompileError) as info:
-        rules.no_url_credentials(name, url)
-    message = str(info.value)
-    assert name in message and "Kubernetes Secret" in message
-    assert "PASS" not in message and "secret@" not in message and "pw" not in message
-
-
-def test_urls_without_credentials_pass():
-    rules.no_url_credentials("METAFLOW_SERVICE_URL", "https://metadata.example.com/api")
-    rules.no_url_credentials("X", "not a url")
-
-
 def test_upload_without_credentials_or_endpoint_fails_at_once(monkeypatch):
     from metaflow import metaflow_config
 
-    from metaflow_extensions.mfargo.plugins.metaflow_inputs import s3_preflight
+    from mfargo.s3check import preflight
+
+    def s3_preflight(url, **kw):
+        preflight(url, "uploading the code package", **kw)
 
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)

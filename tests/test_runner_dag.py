@@ -345,3 +345,26 @@ def test_parallelism_limits_concurrent_pods(tmp_path):
         running = [q for q in pods if q.started_at <= p.started_at < q.finished_at]
         assert len(running) <= 2
     assert time.time() - t0 >= 0.8
+
+
+def test_the_first_failed_leaf_in_name_order_decides_like_argo(tmp_path):
+    """Argo's default targets are the leaves sorted by name (dag.go: findLeafTaskNames), and
+    assessDAGPhase stops at the first failed one: here `alpha`, though `zeta` comes first."""
+    result, _ = run_yaml("""
+        apiVersion: argoproj.io/v1alpha1
+        kind: WorkflowTemplate
+        metadata: {name: order}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - {name: zeta, template: fail, arguments: {parameters: [{name: code, value: "3"}]}}
+              - {name: alpha, template: fail, arguments: {parameters: [{name: code, value: "4"}]}}
+          - name: fail
+            inputs: {parameters: [{name: code}]}
+            container: {image: python:3.11, command: [bash, -c, "exit {{inputs.parameters.code}}"]}
+        """, tmp_path)
+    assert result.status == "Failed"
+    assert result.message.startswith("child 'alpha' failed"), result.message

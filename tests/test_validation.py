@@ -272,7 +272,8 @@ def test_shared_examples():
         "dag.tasks[1].dependencies: no task named 'strat'",
         "spec.templates[1].container.imagee: unknown field",
         "resource.successCondition: 'status.terminalState == Completed && status.restarts < 1' is not a valid",
-        "-> JobSet spec.successPolicy.targetReplicatedJobs: no replicatedJob named 'controller'",
+        "-> JobSet spec.successPolicy.targetReplicatedJobs: JobSet v0.12's admission webhook refuses this: "
+        "no replicatedJob named 'controller'",
         "-> JobSet spec.replicatedJobs[0].replicas: '1' is not of type 'integer'",
         "-> JobSet spec.replicatedJobs[0].template.spec.backofLimit: unknown field",
         "containers[0].env[1]: duplicate of [0]",

@@ -1,6 +1,6 @@
 """Regenerate the schemas shipped in mfargo/schemas/ from a checkout of the shared schemas.
 
-    python mfargo/schemas/vendor.py /work/shared/schemas
+    python mfargo/schemas/vendor.py /work/shared/schemas /path/to/kubernetes/api/openapi-spec/swagger.json
 
 Why: the compiler validates every document before writing it, and users have no copy of
 the upstream schemas. We ship only what the validator needs: Argo definitions reachable
@@ -23,6 +23,20 @@ SHIPPED_ARGO = {
 # JobSet releases shipped: v0.6 is the first with status.terminalState; each X.Y in between uses
 # the nearest shipped release at or below it (mfargo.validation.schema.jobset_release).
 SHIPPED_JOBSET = ("v0.6.0", "v0.8.2", "v0.12.0")
+# Kubernetes' published OpenAPI (api/openapi-spec/swagger.json of the k8s.io/kubernetes module, from
+# the Go module proxy): the integer formats (int32/int64) of the io.k8s.* definitions Argo's schema
+# copies without them, so numbers a Go field cannot hold are refused before the API server does.
+KUBERNETES = ("v1.34.2", "k8s.io/kubernetes", "api/openapi-spec/swagger.json")
+# Argo's own integer fields mfargo writes, with the Go types that hold them (Argo v3.7.18,
+# pkg/apis/workflow/v1alpha1/workflow_types.go and cron_workflow_types.go); Argo's schema says
+# only "integer".
+ARGO_INTEGERS = {
+    "WorkflowSpec": {"parallelism": "int64", "activeDeadlineSeconds": "int64", "priority": "int32"},
+    "TTLStrategy": {"secondsAfterCompletion": "int32", "secondsAfterSuccess": "int32", "secondsAfterFailure": "int32"},
+    "Template": {"parallelism": "int64"},
+    "CronWorkflowSpec": {"startingDeadlineSeconds": "int64", "successfulJobsHistoryLimit": "int32",
+                         "failedJobsHistoryLimit": "int32"},
+}
 ARGO_PREFIX = "io.argoproj.workflow.v1alpha1."
 ARGO_KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")  # what mfargo emits
 PROSE = {"description", "title"}
@@ -57,6 +71,22 @@ def refs_in(node):
     elif isinstance(node, list):
         for val in node:
             yield from refs_in(val)
+
+
+def add_integer_formats(defs, kubernetes_defs):
+    """Put each integer's Go size (OpenAPI's int32/int64 format) into Argo's definitions: from
+    Kubernetes' own schema for its types, from ARGO_INTEGERS for Argo's."""
+    for name, definition in defs.items():
+        if name.startswith(ARGO_PREFIX):
+            formats = ARGO_INTEGERS.get(name[len(ARGO_PREFIX):], {})
+        else:
+            formats = {prop: sub["format"] for prop, sub in kubernetes_defs.get(name, {}).get("properties", {}).items()
+                       if sub.get("type") == "integer" and sub.get("format") in ("int32", "int64")}
+        for prop, fmt in formats.items():
+            sub = definition.get("properties", {}).get(prop)
+            if sub is None or sub.get("type") != "integer":
+                raise SystemExit("%s.%s is not an integer in Argo's schema" % (name, prop))
+            sub["format"] = fmt
 
 
 def trim_argo(root, version, commit, date):
@@ -94,12 +124,17 @@ def write(path, data):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("source", type=Path, help="the shared schemas dir (has argo-workflows/ and jobset/)")
+    ap.add_argument("kubernetes_swagger", type=Path,
+                    help="Kubernetes %s's %s (module %s)" % (KUBERNETES[0], KUBERNETES[2], KUBERNETES[1]))
     ap.add_argument("--out", type=Path, default=HERE)
     args = ap.parse_args(argv)
     today = datetime.date.today().isoformat()
+    kubernetes_defs = json.loads(args.kubernetes_swagger.read_text())["definitions"]
     for minor, (source, version, commit, date) in SHIPPED_ARGO.items():
         argo = json.loads((args.source / "argo-workflows" / source).read_text())
         trimmed = trim_argo(argo, version, commit, date)
+        add_integer_formats(trimmed["definitions"], kubernetes_defs)
+        trimmed["x-upstream"]["integer-formats"] = "Kubernetes %s %s; Argo's Go types" % KUBERNETES[::2]
         trimmed["x-upstream"]["vendored"] = today
         write(args.out / ("argo-workflows-%s.json" % minor), trimmed)
     versions = json.loads((args.source / "jobset" / "versions.json").read_text())

@@ -5,14 +5,16 @@ unknown fields silently, and a bad JobSet manifest only fails when its step runs
 create` validates strictly). So every emitted document is checked against the schemas shipped
 in mfargo/schemas/, strictly, plus the `argo lint` / JobSet-webhook rules a schema can't express.
 
-Modules: `schema` (loading, strictness, fast paths), `report` (problem lines, paths, Argo
-tags), `argo` and `jobset` (the rules); Kubernetes name syntax is `mfargo.k8s_syntax`.
+Modules: `schema` (loading, strictness, fast paths, int32/int64), `report` (problem lines,
+paths, Argo tags), `argo` and `jobset` (the rules), `pods` (what the API server checks in a pod
+that no schema says); Kubernetes syntax is `mfargo.k8s_syntax`, Argo's cron `mfargo.cron_syntax`.
 """
 
 from __future__ import annotations
 
 from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
+from mfargo import cron_syntax, k8s_syntax
 from mfargo.k8s_syntax import parse_selector  # noqa: F401 - part of this package's API
 
 from .argo import check_argo
@@ -32,6 +34,18 @@ def _check_light(doc: Doc, obj: dict) -> None:
     name = get(obj, "metadata").get("name")
     if not isinstance(name, str) or not name:
         doc.add(["metadata", "name"], "is required")
+    doc.labels(get(obj, "metadata"), ["metadata"])
+    for i, subject in enumerate(obj.get("subjects") or []):  # RoleBinding: the service account bound
+        name = subject.get("name") if isinstance(subject, dict) else None
+        if subject.get("kind") == "ServiceAccount" and not k8s_syntax.is_dns1123_subdomain(str(name)):
+            doc.add(["subjects", i, "name"], "%r is not a service account name (lowercase DNS-1123 subdomain)" % name)
+    for i, trigger in enumerate(get(obj, "spec").get("triggers") or []):  # Sensor: when its conditions reset
+        for j, reset in enumerate(get(trigger, "template").get("conditionsReset") or []):
+            by_time, path = get(reset, "byTime"), ["spec", "triggers", i, "template", "conditionsReset", j, "byTime"]
+            problem = cron_syntax.cron_problem(by_time.get("cron"), descriptors=False) if "cron" in by_time else None
+            problem = problem or (cron_syntax.timezone_problem(by_time["timezone"]) if by_time.get("timezone") else None)
+            if problem:
+                doc.add(path, problem)
 
 
 def validate_documents(docs: list, argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> list[str]:

@@ -7,21 +7,17 @@ import re
 
 import yaml
 
-from mfargo import k8s_syntax
+from mfargo import cron_syntax, k8s_syntax
 
 from .jobset import check_jobset
-from .report import IN_MANIFEST, Doc, get, has_tag, parse_manifest
+from .pods import check_pod_spec
+from .report import IN_MANIFEST, Doc, get, has_tag, parse_manifest, with_plausible_values
 from .schema import Schemas, schema_has_field
 
 ACTIONS = ("get", "create", "apply", "delete", "replace", "patch")
-ARGO_FIELD_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")  # template/task/step names, <= 128
 PARAM_NAME = re.compile(r"^[-a-zA-Z0-9_]+$")
 DEPENDS_REF = re.compile(r"([A-Za-z0-9][-A-Za-z0-9]*)(?:\.(\w+))?")
 TASK_RESULTS = {"Succeeded", "Failed", "Errored", "Skipped", "Omitted", "Daemoned", "AnySucceeded", "AllFailed"}
-
-
-def _is_field_name(name: object) -> bool:
-    return isinstance(name, str) and len(name) <= 128 and bool(ARGO_FIELD_NAME.match(name))
 
 
 def check_name(doc: Doc, kind: str, meta: dict, limit: int) -> None:
@@ -47,12 +43,19 @@ def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
     templates = [t if isinstance(t, dict) else {} for t in spec.get("templates") or []]
     names = [t.get("name") for t in templates]
     template_names = {n for n in names if isinstance(n, str)}
+    _check_spec(doc, kind, obj, spec, base)
+    shared_volumes = [(base + ["volumes", j], v) for j, v in enumerate(spec.get("volumes") or [])]
     seen = set()
     for i, (t, name) in enumerate(zip(templates, names)):
         tp = base + ["templates", i]
+        doc.template = name if isinstance(name, str) else None
+        doc.labels(t.get("metadata"), tp + ["metadata"])
+        containers = [(tp + [k], t[k]) for k in ("container", "script") if isinstance(t.get(k), dict)]
+        volumes = shared_volumes + [(tp + ["volumes", j], v) for j, v in enumerate(t.get("volumes") or [])]
+        check_pod_spec(doc, t, tp, containers, volumes)
         if name in seen:
             doc.add(tp + ["name"], "duplicate template name %r" % name)
-        elif not _is_field_name(name):
+        elif not k8s_syntax.is_argo_field_name(name):
             doc.add(tp + ["name"], "%r: template names are 1-128 chars of [a-zA-Z0-9-], alphanumeric first" % name)
         seen.add(name)
         for io in ("inputs", "outputs"):
@@ -63,6 +66,7 @@ def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
         _check_tasks(doc, t, tp, template_names)
         if isinstance(t.get("resource"), dict):
             _check_resource(doc, t, tp, shipped)
+    doc.template = None
     for ref_path in (["entrypoint"], ["onExit"]):
         ref = spec.get(ref_path[0])
         if ref and not has_tag(ref) and ref not in template_names and not spec.get("workflowTemplateRef"):
@@ -73,6 +77,37 @@ def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
             doc.add(base + ["hooks", hook_name, "template"], "no template named %r" % ref)
     if not spec.get("entrypoint") and not spec.get("workflowTemplateRef") and kind != "WorkflowTemplate":
         doc.add(base, "entrypoint is required")
+
+
+def _check_spec(doc: Doc, kind: str, obj: dict, spec: dict, base: list) -> None:
+    """The workflow's own fields Argo or the API server would refuse: parameter names given
+    twice, the service account, the pod defaults, a CronWorkflow's schedules and timezone."""
+    seen = set()
+    for j, par in enumerate(get(spec, "arguments").get("parameters") or []):
+        name = par.get("name") if isinstance(par, dict) else None
+        if name in seen:
+            doc.add(base + ["arguments", "parameters", j, "name"], "duplicate parameter name %r" % name)
+        seen.add(name)
+    account = spec.get("serviceAccountName")
+    if isinstance(account, str) and not has_tag(account) and not k8s_syntax.is_dns1123_subdomain(account):
+        doc.add(base + ["serviceAccountName"], "%r is not a service account name (lowercase DNS-1123 subdomain)"
+                % account)
+    doc.labels(spec.get("podMetadata"), base + ["podMetadata"])
+    defaults = get(spec, "templateDefaults")
+    if isinstance(defaults.get("container"), dict):
+        check_pod_spec(doc, {}, base + ["templateDefaults"],
+                       [(base + ["templateDefaults", "container"], defaults["container"])], [])
+    if kind == "CronWorkflow":
+        cron = get(obj, "spec")
+        schedules = cron.get("schedules") or ([cron["schedule"]] if cron.get("schedule") else [])
+        for j, schedule in enumerate(schedules):
+            problem = None if has_tag(schedule) else cron_syntax.cron_problem(schedule)
+            if problem:
+                doc.add(["spec", "schedules", j], problem)
+        if cron.get("timezone"):
+            problem = cron_syntax.timezone_problem(cron["timezone"])
+            if problem:
+                doc.add(["spec", "timezone"], problem)
 
 
 def _check_tasks(doc: Doc, t: dict, tp: list, template_names: set) -> None:
@@ -87,7 +122,7 @@ def _check_tasks(doc: Doc, t: dict, tp: list, template_names: set) -> None:
         if not isinstance(s, dict):
             continue
         name = s.get("name")
-        if not _is_field_name(name):
+        if not k8s_syntax.is_argo_field_name(name):
             doc.add(sp + ["name"], "%r: task/step names are 1-128 chars of [a-zA-Z0-9-], alphanumeric first" % name)
         elif sp[len(tp)] == "dag" and name in seen:
             doc.add(sp + ["name"], "duplicate task name %r" % name)
@@ -156,7 +191,7 @@ def _check_resource(doc: Doc, t: dict, tp: list, shipped: Schemas) -> None:
                         % (shipped.jobset_version, req.key))
     if obj is not None:
         if is_jobset:
-            check_jobset(doc, obj, rp + ["manifest", IN_MANIFEST], shipped)
+            check_jobset(doc, with_plausible_values(obj), rp + ["manifest", IN_MANIFEST], shipped)
         elif not (get(obj, "metadata").get("name") or get(obj, "metadata").get("generateName")):
             doc.add(rp + ["manifest", "metadata"], "the object needs metadata.name or generateName")
     doc.tags = []

@@ -6,7 +6,8 @@ Metaflow's). This walk answers True only when jsonschema would find no error: it
 keywords the shipped schemas use, treats annotations as jsonschema does (ignored), and on
 anything else (a keyword it does not know, a value whose validity it cannot be sure of)
 answers False, so the caller runs jsonschema, which finds and words the problems.
-It is stricter than jsonschema in places (an integer must be an int, not 1.0), never looser;
+It is stricter than jsonschema in places (an integer must be an int, not 1.0), never looser
+(the int32/int64 formats are checked by both: schema.py gives jsonschema the same rule);
 tests/test_validation_quick.py compares both on valid and broken documents.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from mfargo.k8s_syntax import INT_RANGES
 
 # Keywords jsonschema (Draft 2020-12, no format checker) reads as annotations only.
 _ANNOTATIONS = frozenset(("format", "default", "description", "title", "$comment", "$schema", "$id",
@@ -28,6 +31,8 @@ _TYPES = {
     "array": lambda v: isinstance(v, list),
     "null": lambda v: v is None,
 }
+# OpenAPI's integer formats (Go's int32/int64): the one format keyword that constrains.
+INT_FORMATS = INT_RANGES
 _patterns: dict[str, re.Pattern] = {}
 _leaf_tests: dict[int, tuple] = {}  # id(schema) -> (schema, its type test if it says nothing else, or None)
 
@@ -54,6 +59,10 @@ def _leaf_test(s: dict):
     if any(k != "type" and k not in _ANNOTATIONS and not (k.startswith("x-") and k != "x-kubernetes-list-type")
            for k in s):
         return None
+    if s.get("format") in INT_FORMATS:
+        low, high = INT_FORMATS[s["format"]]
+        return lambda v: type(v) is int and low <= v <= high if types == "integer" else \
+            _TYPES[types](v) and (type(v) is not int or low <= v <= high)
     return _TYPES[types]
 
 
@@ -99,6 +108,9 @@ def _valid(v: Any, s: Any, list_types: bool, skip) -> bool:
                 return False
         elif key in ("maxLength", "minLength", "maxItems", "minItems", "minimum"):
             if not _bound(key, want, v):
+                return False
+        elif key == "format":
+            if type(v) is int and want in INT_FORMATS and not INT_FORMATS[want][0] <= v <= INT_FORMATS[want][1]:
                 return False
         elif key == "x-kubernetes-list-type":
             if list_types and isinstance(v, list) and not _unique(v, want, s):

@@ -19,6 +19,7 @@ from . import quick
 IN_MANIFEST = " -> JobSet "  # path marker: what follows is inside resource.manifest
 TAG = re.compile(r"{{.*?}}", re.S)
 TOKEN = re.compile(r"__argo_tag_(\d+)__")
+PLAUSIBLE = re.compile(r"argotag(\d+)x")  # with_plausible_values' stand-in for tag i
 
 
 def drop_nulls(x: Any) -> Any:
@@ -77,6 +78,22 @@ def parse_manifest(text: str) -> tuple[list, list[str]]:
     return [drop_nulls(d) for d in docs if d is not None], tags
 
 
+def with_plausible_values(x: Any) -> Any:
+    """A parsed manifest with each Argo tag replaced by a value it could take at run time: a
+    whole-value tag (a count such as the worker replicas) by 1, a tag inside text by
+    `argotag<i>x` (valid in names, labels and env values alike; messages show the tag again), so the manifest is checked as the API server will
+    receive it rather than with its tags skipped. Worst-case lengths are naming.py's."""
+    if isinstance(x, Tag):
+        return 1
+    if isinstance(x, str):
+        return TOKEN.sub(r"argotag\1x", x) if "__argo_tag_" in x else x
+    if isinstance(x, dict):
+        return {with_plausible_values(k): with_plausible_values(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [with_plausible_values(v) for v in x]
+    return x
+
+
 class Doc:
     """Problems found in one document, with paths and Argo tags put back into messages."""
 
@@ -84,10 +101,14 @@ class Doc:
         self.where = where
         self.problems: list[str] = []
         self.tags: list[str] = []  # of the manifest being checked: __argo_tag_<i>__ -> tags[i]
+        self.template: str | None = None  # the Argo template being checked (named in each problem)
 
     def add(self, path: list, msg: str) -> None:
         if self.tags:
             msg = TOKEN.sub(lambda m: self.tags[int(m.group(1))], msg)
+            msg = PLAUSIBLE.sub(lambda m: self.tags[int(m.group(1))], msg)
+        if self.template:
+            msg += " (template %s)" % self.template
         self.problems.append("%s: %s: %s" % (self.where, json_path(path), msg))
 
     def schema(self, checker, instance: Any, prefix: list) -> None:
@@ -112,6 +133,11 @@ class Doc:
                 self.add(path, e.message)
 
     def labels(self, meta: Any, path: list) -> None:
+        """Label and annotation keys and values, and the annotations' total size."""
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        problem = k8s_syntax.annotations_size_problem(annotations) if isinstance(annotations, dict) else None
+        if problem:
+            self.add(path + ["annotations"], problem)
         for field in ("labels", "annotations"):
             items = meta.get(field) if isinstance(meta, dict) else None
             for k, v in (items.items() if isinstance(items, dict) else ()):

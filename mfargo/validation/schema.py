@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
-from .quick import list_identities
+from .quick import INT_FORMATS, list_identities
 
 import functools
 import json
@@ -27,7 +27,7 @@ ARGO_KINDS = ("WorkflowTemplate", "Workflow", "CronWorkflow")
 
 def _widen_argo(defs: dict) -> None:
     """Argo's generated schema types these as strings, but its Go types accept numbers too."""
-    defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {"type": ["integer", "string"]}
+    defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {"type": ["integer", "string"], "format": "int32"}
     defs["io.k8s.apimachinery.pkg.api.resource.Quantity"] = {"type": ["number", "string"]}
     scalar = {"type": ["string", "number", "boolean"]}  # wfv1.AnyString
     param = defs[ARGO + "Parameter"]["properties"]
@@ -94,8 +94,16 @@ _TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
 _quick_tests: dict[int, tuple[Any, Callable[[Any], bool] | None]] = {}  # id(subschema) -> (subschema, test)
 
 
+def _int_format(validator, fmt: str, instance: Any, schema: dict) -> Iterator:
+    """OpenAPI's int32/int64: a number the Go field cannot hold (jsonschema ignores formats)."""
+    if type(instance) is int and fmt in INT_FORMATS and not INT_FORMATS[fmt][0] <= instance <= INT_FORMATS[fmt][1]:
+        from jsonschema import ValidationError
+
+        yield ValidationError("%d is outside %s (%d..%d)" % ((instance, fmt) + INT_FORMATS[fmt]))
+
+
 def _type_only_test(schema: Any) -> Callable[[Any], bool] | None:
-    if not isinstance(schema, dict) or not all(
+    if not isinstance(schema, dict) or schema.get("format") in INT_FORMATS or not all(
             k in ("type", "format", "default", "$comment") or (k.startswith("x-") and k != "x-kubernetes-list-type")
             for k in schema):
         return None
@@ -151,7 +159,7 @@ def _validator_classes() -> tuple[type, type]:
     from jsonschema import Draft202012Validator, validators
 
     argo = validators.extend(Draft202012Validator, {
-        "properties": _properties, "items": _items, "additionalProperties": _additional})
+        "properties": _properties, "items": _items, "additionalProperties": _additional, "format": _int_format})
     return argo, validators.extend(argo, {"x-kubernetes-list-type": _unique_list})
 
 
@@ -171,10 +179,12 @@ class Checker:
 
 
 class Schemas:
-    """Validators by kind, the JobSet schema (for field lookups) and its version."""
+    """Validators by kind, the JobSet schema (for field lookups) and its release, and the
+    targeted JobSet X.Y (whose admission webhook rules apply: `validation.jobset`)."""
 
-    def __init__(self, checkers: dict, jobset: dict, jobset_version: str):
+    def __init__(self, checkers: dict, jobset: dict, jobset_version: str, jobset_target: str = DEFAULT_JOBSET_VERSION):
         self.checkers, self.jobset, self.jobset_version = checkers, jobset, jobset_version
+        self.jobset_target = jobset_target
 
 
 def _release(path: Path) -> tuple[int, ...]:
@@ -193,20 +203,33 @@ def jobset_release(major_minor: str) -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> Schemas:
-    """Built on the first call for each pair of versions only."""
-    argo = json.loads((SCHEMA_DIR / ("argo-workflows-%s.json" % argo_version)).read_text())
-    defs = argo["definitions"]
+def argo_definitions(argo_version: str = DEFAULT_ARGO_VERSION) -> dict:
+    """Argo's schema definitions (with the Kubernetes types it embeds), widened, closed, refs inlined."""
+    defs = json.loads((SCHEMA_DIR / ("argo-workflows-%s.json" % argo_version)).read_text())["definitions"]
     _widen_argo(defs)
     _close(defs)
     _inline_refs(defs, defs)
+    return defs
+
+
+def definition_errors(name: str, instance: Any) -> list[tuple[list, str]]:
+    """(path, message) of each way ``instance`` breaks definition ``name`` of Argo's schema,
+    e.g. io.k8s.api.core.v1.SecurityContext for a value checked on its own."""
+    checker = Checker(argo_definitions()[name], list_types=False)
+    return [(list(e.absolute_path), e.message) for e in checker.validator.iter_errors(instance)]
+
+
+@functools.lru_cache(maxsize=None)
+def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> Schemas:
+    """Built on the first call for each pair of versions only."""
+    defs = argo_definitions(argo_version)
     jobset = json.loads(jobset_release(jobset_version).read_text())
     _close(jobset)
     # The CRD leaves metadata free-form; kubectl's strict validation checks it as ObjectMeta.
     jobset["properties"]["metadata"] = defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
     checkers = {kind: Checker(defs[ARGO + kind], list_types=False) for kind in ARGO_KINDS}
     checkers["JobSet"] = Checker(jobset, list_types=True)
-    return Schemas(checkers, jobset, jobset["x-upstream"]["version"])
+    return Schemas(checkers, jobset, jobset["x-upstream"]["version"], jobset_version)
 
 
 def schema_has_field(schema: dict, dotted: str) -> bool:

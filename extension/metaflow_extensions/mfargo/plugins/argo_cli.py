@@ -156,7 +156,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         if deployment:
             options = replace(options, production_token=deployment[2])
         included = include_file.defaults(obj)  # offline: descriptors only
-        options = replace(options, include_files=tuple((f.parameter, f.descriptor) for f in included))
+        options = replace(options, include_files=tuple((f.parameter, f.descriptor) for f in included),
+                          include_file_paths=tuple((f.parameter, f.in_flow_dir) for f in included if f.in_flow_dir))
         workflow = pipeline.compile_ir(obj.flow, obj.graph, options, inputs.flow_decorators(obj.flow))
         workflow = with_environment(workflow, *inputs.step_environments(obj))
         if graph:
@@ -285,9 +286,12 @@ def _cleanup(ttl_after_success: int, ttl_after_failure: int, pod_gc: str):
 
     # Checked here, not with click.IntRange: Metaflow's Deployer API maps option types to
     # Python types and fails on IntRange (KeyError in metaflow/runner/click_api.py).
+    from mfargo.compiler import rules
+
     for option, value in (("--ttl-after-success", ttl_after_success), ("--ttl-after-failure", ttl_after_failure)):
         if value < -1:
             raise CompileError("%s takes seconds >= 0, or -1 (keep forever), not %d" % (option, value))
+        rules.count(None, None, option, value, minimum=-1, maximum=rules.INT32_MAX)  # Argo's TTLStrategy: int32
     return ir.Cleanup(
         seconds_after_success=None if ttl_after_success < 0 else ttl_after_success,
         seconds_after_failure=None if ttl_after_failure < 0 else ttl_after_failure,

@@ -50,9 +50,11 @@ def _trigger_command():
     @click.pass_obj
     @_one_line
     def trigger(obj, run_id_file=None, deployer_attribute_file=None, **kwargs):
+        from metaflow.includefile import IncludeFile
+        from metaflow.parameters import DelayedEvaluationParameter
         from metaflow.util import resolve_identity
 
-        from mfargo import deploy
+        from mfargo import deploy, include_file
 
         target = _target(obj)
         params = {}
@@ -60,6 +62,9 @@ def _trigger_command():
             if param.IS_CONFIG_PARAMETER:
                 continue
             value = kwargs.get(param.name.replace("-", "_").lower())
+            if isinstance(param, IncludeFile) and isinstance(value, DelayedEvaluationParameter):
+                # a local file, which Metaflow uploads when the value is read below
+                include_file.check_reachable(obj, param.name)
             if value is not None:
                 params[param.name] = deploy.parameter_string(param, value)
         run_id = deploy.trigger(target, params, resolve_identity())

@@ -1,6 +1,7 @@
 """``python -m ...gang_report FLOW RUN STEP CONTROL_TASK TERMINATION_LOG JOBSET...``
 
-The hook a gang step's DAG task runs when the step failed. It reads the step's newest
+What a gang step's failure-report task runs once the step failed for good (the DAG task
+``<step>-failure-report``, templates/gang_report.py). It reads the step's newest
 JobSet (the names are this step's attempts, newest first), its Jobs and their pods from
 the Kubernetes API with the pod's service account (the workflow's Role grants get/list),
 works out which rank failed first and why (``gang_failure``), then:

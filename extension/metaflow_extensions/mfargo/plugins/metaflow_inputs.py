@@ -9,15 +9,73 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-# Metaflow config copied into every pod's env when set (never secrets: those are Secrets).
+# Metaflow config copied into every pod's env when set, as core's Argo pods get it:
+# (pod env name after METAFLOW_, config name). Pods get the internal service and event URLs
+# (reachable from inside the cluster), as in core. Never secrets: those come from Secrets.
 POD_CONFIG = (
-    "S3_ENDPOINT_URL",
-    "S3_SERVER_SIDE_ENCRYPTION",
-    "SERVICE_URL",
-    "DEFAULT_SECRETS_BACKEND_TYPE",
-    "DATATOOLS_S3ROOT",
-    "CARD_S3ROOT",
+    ("S3_ENDPOINT_URL", "S3_ENDPOINT_URL"),
+    ("S3_SERVER_SIDE_ENCRYPTION", "S3_SERVER_SIDE_ENCRYPTION"),
+    ("SERVICE_URL", "SERVICE_INTERNAL_URL"),
+    ("DATATOOLS_S3ROOT", "DATATOOLS_S3ROOT"),
+    ("CARD_S3ROOT", "CARD_S3ROOT"),
+    ("CARD_AZUREROOT", "CARD_AZUREROOT"),
+    ("CARD_GSROOT", "CARD_GSROOT"),
+    ("AZURE_STORAGE_BLOB_SERVICE_ENDPOINT", "AZURE_STORAGE_BLOB_SERVICE_ENDPOINT"),
+    ("DEFAULT_SECRETS_BACKEND_TYPE", "DEFAULT_SECRETS_BACKEND_TYPE"),
+    ("AWS_SECRETS_MANAGER_DEFAULT_REGION", "AWS_SECRETS_MANAGER_DEFAULT_REGION"),
+    ("GCP_SECRET_MANAGER_PREFIX", "GCP_SECRET_MANAGER_PREFIX"),
+    ("AZURE_KEY_VAULT_PREFIX", "AZURE_KEY_VAULT_PREFIX"),
+    ("INIT_SCRIPT", "KUBERNETES_SANDBOX_INIT_SCRIPT"),
+    ("KUBERNETES_SANDBOX_INIT_SCRIPT", "KUBERNETES_SANDBOX_INIT_SCRIPT"),
+    ("ARGO_WORKFLOWS_KUBERNETES_SECRETS", "ARGO_WORKFLOWS_KUBERNETES_SECRETS"),
 )
+# Config copied whole by prefix, as core does ("temporary", in its words, but pods read them).
+POD_CONFIG_PREFIXES = ("METAFLOW_CONDA_", "METAFLOW_DEBUG_")
+# Secrets every pod gets as envFrom (core: KUBERNETES_SECRETS, then ARGO_WORKFLOWS_KUBERNETES_SECRETS).
+POD_SECRETS_CONFIG = ("KUBERNETES_SECRETS", "ARGO_WORKFLOWS_KUBERNETES_SECRETS")
+
+
+def pod_secrets() -> tuple[str, ...]:
+    """The Secrets Metaflow's config gives every pod (envFrom), in core's order, each once."""
+    from metaflow import metaflow_config
+
+    from mfargo.compiler import CompileError
+    from mfargo.k8s_syntax import is_dns1123_subdomain
+
+    names: list[str] = []
+    for key in POD_SECRETS_CONFIG:
+        for name in str(getattr(metaflow_config, key, "") or "").split(","):
+            name = name.strip()
+            if name and not is_dns1123_subdomain(name):
+                raise CompileError("METAFLOW_%s: %r is not a Kubernetes Secret name (lowercase DNS-1123 subdomain)"
+                                   % (key, name))
+            if name and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def pod_config_env(metadata_type: str, secrets: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Metaflow config for every pod (POD_CONFIG, the CONDA/DEBUG prefixes), less
+    METAFLOW_ARGO_WORKFLOWS_ENV_VARS_TO_SKIP (keys the pods get from a Secret instead).
+
+    Service auth headers are never written: with the service metadata provider, they must
+    reach the pods from a Secret of `secrets` (METAFLOW_SERVICE_HEADERS or
+    METAFLOW_SERVICE_AUTH_KEY in it), and compiling without one is refused."""
+    from metaflow import metaflow_config
+    from metaflow.metaflow_config_funcs import config_values
+
+    from mfargo.compiler import CompileError
+
+    if metadata_type == "service" and getattr(metaflow_config, "SERVICE_HEADERS", None) and not secrets:
+        raise CompileError(
+            "METAFLOW_SERVICE_HEADERS / METAFLOW_SERVICE_AUTH_KEY: the pods need them for the metadata service, "
+            "and mfargo never writes them into the YAML; put them in a Kubernetes Secret and name it in "
+            "METAFLOW_ARGO_WORKFLOWS_KUBERNETES_SECRETS (every pod gets it as envFrom)")
+    env = {"METAFLOW_%s" % name: str(getattr(metaflow_config, key))
+           for name, key in POD_CONFIG if getattr(metaflow_config, key, None)}
+    env.update((k, str(v)) for k, v in config_values() if k.startswith(POD_CONFIG_PREFIXES) and v is not None)
+    skip = {k.strip() for k in str(getattr(metaflow_config, "ARGO_WORKFLOWS_ENV_VARS_TO_SKIP", "") or "").split(",")}
+    return tuple(sorted((k, v) for k, v in env.items() if k not in skip))
 
 
 def _secret_ref(value, default_key: str, option: str):
@@ -26,9 +84,13 @@ def _secret_ref(value, default_key: str, option: str):
 
     if value is None:
         return None
+    from mfargo.compiler import rules
+
     name, _, key = value.partition(":")
     if not name or (_ and not key):
         raise CompileError("%s takes SECRET or SECRET:KEY, got %r" % (option, value))
+    rules.kubernetes_name(option + " Secret", name)
+    rules.secret_key(option, key or default_key)
     return SecretRef(name=name, key=key or default_key)
 
 
@@ -38,9 +100,14 @@ def with_deployment_options(workflow, target_versions, emit_workflow, service_ac
     `target_versions`: (--argo-version, --jobset-version)."""
     from metaflow import metaflow_config
 
-    from mfargo.compiler import CompileError
+    from mfargo.compiler import CompileError, rules
     from mfargo import versions
     from mfargo.compiler.ir import Bundle, Notify
+
+    if notify_image is not None:
+        rules.image(None, None, notify_image, key="--notify-image")
+    if service_account is not None:
+        rules.kubernetes_name("--service-account", service_account)
 
     slack = _secret_ref(slack_secret, "url", "--notify-slack-webhook-url-secret")
     pager_duty = _secret_ref(pager_duty_secret, "integration-key", "--notify-pager-duty-integration-key-secret")
@@ -115,7 +182,9 @@ def emit_events_env(auto_emit_argo_events) -> tuple[bool, tuple[tuple[str, str],
     if not emit:
         return False, ()
     auth = getattr(metaflow_config, "ARGO_EVENTS_WEBHOOK_AUTH", None)
-    return True, (("METAFLOW_ARGO_EVENTS_WEBHOOK_URL", url),) + (
+    # Pods publish to the in-cluster address, as core's pods do (it defaults to the URL).
+    internal = getattr(metaflow_config, "ARGO_EVENTS_INTERNAL_WEBHOOK_URL", None) or url
+    return True, (("METAFLOW_ARGO_EVENTS_WEBHOOK_URL", internal),) + (
         (("METAFLOW_ARGO_EVENTS_WEBHOOK_AUTH", auth),) if auth and auth != "none" else ())
 
 
@@ -136,11 +205,8 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
     project = {}
     if current.get("project_name"):
         project = {k: current.get(k) for k in ("project_name", "branch_name", "project_flow_name")}
-    config_env = tuple(
-        ("METAFLOW_%s" % key, str(getattr(metaflow_config, key)))
-        for key in POD_CONFIG
-        if getattr(metaflow_config, key, None)
-    ) + runtime_env(obj.metadata)
+    secrets = pod_secrets()
+    config_env = pod_config_env(obj.metadata.TYPE, secrets) + runtime_env(obj.metadata)
     emit_events, events_env = emit_events_env(auto_emit_argo_events)
     return CompileOptions(
         name=obj.workflow_name_option,
@@ -157,6 +223,7 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
         environment=obj.environment.TYPE,
         top_level_options=tuple(dict_to_cli_options(top_level)),
         config_env=config_env + events_env,
+        pod_secrets=secrets,
         emit_events=emit_events,
         project=tuple(sorted(project.items())),
         default_image=_default_image(),
@@ -228,7 +295,10 @@ def code_source(obj, package, upload: bool = False, fingerprint: bool = False):
     url = store._storage_impl.full_uri(store._storage_impl.path_join(store._prefix, sha[:2], sha))
     if upload:
         if obj.flow_datastore.TYPE == "s3":
-            s3_preflight(url)  # Metaflow's own upload retries for minutes
+            from mfargo import s3check
+
+            s3check.preflight(url, "uploading the code package",
+                              " (or compile with --code-in-image DIR, which uploads nothing)")
         [(url, sha)] = obj.flow_datastore.save_data([blob], len_hint=1)
     return CodeSource(
         package_url=url,
@@ -237,36 +307,6 @@ def code_source(obj, package, upload: bool = False, fingerprint: bool = False):
         package_metadata=package.metadata,
         package_commands=_fetch_commands(obj.environment, url, obj.flow_datastore.TYPE, package.metadata),
     )
-
-
-def s3_preflight(url: str, timeout: float = 5.0) -> None:
-    """Fail in seconds, in one line, when the package upload cannot work: no credentials,
-    an endpoint that does not answer, a bucket that refuses us."""
-    from urllib.parse import urlsplit
-
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError
-    from metaflow import metaflow_config
-
-    from mfargo.errors import UserError
-
-    hint = " (or compile with --code-in-image DIR, which uploads nothing)"
-    endpoint = getattr(metaflow_config, "S3_ENDPOINT_URL", None) or None
-    session = boto3.session.Session()
-    if session.get_credentials() is None:
-        raise UserError("uploading the code package to %s: no AWS credentials found%s" % (url, hint))
-    client = session.client("s3", endpoint_url=endpoint, config=Config(
-        connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 1}))
-    bucket = urlsplit(url).netloc
-    try:
-        client.head_bucket(Bucket=bucket)
-    except ClientError as e:
-        code = e.response.get("Error", {}).get("Code", "?")
-        raise UserError("uploading the code package: bucket %s answered %s%s" % (bucket, code, hint)) from None
-    except (BotoCoreError, OSError) as e:
-        raise UserError("uploading the code package: cannot reach S3 at %s: %s%s"
-                        % (endpoint or "AWS", " ".join(str(e).split()), hint)) from None
 
 
 def _fetch_commands(environment, url: str, datastore: str, metadata: str) -> tuple[str, ...]:

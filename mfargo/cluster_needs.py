@@ -1,0 +1,46 @@
+"""Asks the cluster for what a bundle needs (``mfargo.prerequisites``) before `create`
+creates anything: each object once, through ``mfargo.cluster.Cluster``."""
+
+from __future__ import annotations
+
+from mfargo import prerequisites
+from mfargo.cluster import ARGO_GROUP, ARGO_VERSION, PLURALS, Cluster, ClusterError, Resource
+
+
+def unmet(cluster: Cluster, docs: list[dict], namespace: str) -> tuple[list[str], list[str]]:
+    """(what is missing, what the user may not read: 403), each as one phrase."""
+    answers: dict = {}
+    missing, unchecked = [], []
+    for need in prerequisites.needs(docs, namespace):
+        try:
+            problem = _missing(cluster, need, answers)
+        except ClusterError as e:
+            if e.status != 403:
+                raise
+            unchecked.append(need.describe())
+            continue
+        if problem:
+            missing.append(problem)
+    return missing, unchecked
+
+
+def _missing(cluster: Cluster, need, answers: dict) -> str | None:
+    """Why ``need`` is not met, or None; each object is asked for once (``answers``)."""
+    if need.is_api:
+        if need.name not in answers:
+            answers[need.name] = cluster.served(*need.name.split("/", 1))
+        return None if need.key in (answers[need.name] or ()) else "no " + need.describe()
+    where = (need.kind, need.namespace, need.name)
+    if where not in answers:
+        if need.kind == "Secret":
+            answers[where] = cluster.secret_keys(need.name, need.namespace)
+        elif need.kind == "ServiceAccount":
+            answers[where] = cluster.has_service_account(need.name, need.namespace) or None
+        else:  # an Argo Events object
+            found = cluster.get(Resource(ARGO_GROUP, ARGO_VERSION, PLURALS[need.kind]), need.name, need.namespace)
+            answers[where] = found or None
+    if answers[where] is None:
+        return "no %s %s/%s" % (need.kind, need.namespace, need.name)
+    if need.key and need.key not in answers[where]:
+        return "%s %s/%s has no key %s" % (need.kind, need.namespace, need.name, need.key)
+    return None

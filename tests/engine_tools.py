@@ -1,0 +1,169 @@
+"""Argo's and JobSet's own validation of what the tests compile: the real `argo lint
+--offline` and the JobSet webhook's own code (e2e/tools/jobset-validate).
+
+Why: the schemas mfargo checks against are not the engines. A rule only the engine knows
+(the JobSet webhook refused rule names that every schema check, `argo lint` and a server dry
+run accepted) is only caught by running the engine's code. The binaries come from
+`e2e/build.py` (built once into its cache; its lock makes concurrent xdist workers wait
+rather than build twice). Every bundle the suite compiles is recorded (`record`); each
+worker checks its records once, at the end of its session (conftest.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD = REPO / "e2e" / "build.py"
+BUILD_TIMEOUT = 3600  # seconds: a cold build of argo is ~10 min on a busy 2-core machine
+CHECK_TIMEOUT = 600  # seconds for one lint or webhook run over every recorded file
+ARGO, JOBSET_VALIDATE = "argo", "jobset-validate"
+
+_binaries: dict[str, Path] = {}
+
+
+def binary(name: str) -> Path:
+    """The built binary (built on first use, once per process)."""
+    if name not in _binaries:
+        proc = subprocess.run([sys.executable, str(BUILD), name], capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+        if proc.returncode != 0:
+            raise RuntimeError("e2e/build.py %s failed: %s" % (name, proc.stderr.strip().splitlines()[-1:]))
+        _binaries[name] = Path(proc.stdout.strip().splitlines()[-1])
+    return _binaries[name]
+
+
+def argo_lint(paths: list[Path]) -> subprocess.CompletedProcess:
+    """`argo lint --offline` (strict, as Argo's default) over `paths`, in one call."""
+    return subprocess.run([str(binary(ARGO)), "lint", "--offline", "--output", "simple", *map(str, paths)],
+                          capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+
+
+def jobset_admit(paths: list[Path]) -> subprocess.CompletedProcess:
+    """The JobSet webhook's defaulting and create validation, behind the API server's CRD checks."""
+    return subprocess.run([str(binary(JOBSET_VALIDATE)), *map(str, paths)],
+                          capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+
+
+# What Argo puts in place of each tag of a gang manifest, at its widest: the longest
+# names (a template name of 63 chars and Argo's 5-char suffix, a retry in two digits), so a
+# name that would be too long on some run is too long here. Other tags (a parameter or an
+# expression in an env value) become OTHER_TAG.
+OTHER_TAG = "x0"
+
+
+def tag_values(workflow_template: dict) -> dict[str, str]:
+    from metaflow_extensions.mfargo.plugins import pod_contract
+
+    name = workflow_template["metadata"]["name"]
+    return {
+        "workflow.name": (name + "-x" * 32)[:57] + "-abcde",
+        "workflow.namespace": workflow_template["metadata"].get("namespace") or "default",
+        "retries": "10",
+        "inputs.parameters.task-id-entropy": "f" * pod_contract.ENTROPY_CHARS,
+        "inputs.parameters.num-parallel": "64",
+        "inputs.parameters.worker-count": "63",
+    }
+
+
+def gang_manifests(bundle_text: str) -> list[tuple[str, str]]:
+    """(template name, manifest with Argo's tags substituted) for each resource template."""
+    out = []
+    for doc in yaml.safe_load_all(bundle_text):
+        if not isinstance(doc, dict) or doc.get("kind") != "WorkflowTemplate":
+            continue
+        values = tag_values(doc)
+        for template in doc["spec"].get("templates") or []:
+            manifest = (template.get("resource") or {}).get("manifest")
+            if manifest and re.search(r"^kind: JobSet$", manifest, re.M):
+                # As Argo substitutes: from a `{{` to the next `}}`.
+                out.append((template["name"], re.sub(r"{{(.*?)}}", lambda m: values.get(m.group(1).strip(), OTHER_TAG),
+                                                      manifest, flags=re.S)))
+    return out
+
+
+class Recorder:
+    """The distinct bundles this process compiled, as files, with the test that made each."""
+
+    def __init__(self):
+        self.dir: Path | None = None  # made on the first record
+        self.made_by: dict[Path, str] = {}
+
+    def record(self, text: str, test: str) -> None:
+        if "kind: WorkflowTemplate" not in text and '"kind": "WorkflowTemplate"' not in text:
+            return
+        self.dir = self.dir or Path(tempfile.mkdtemp(prefix="mfargo-engine-checks-"))
+        suffix = ".json" if text.lstrip().startswith("{") else ".yaml"
+        path = self.dir / (hashlib.sha256(text.encode()).hexdigest()[:16] + suffix)
+        if path not in self.made_by:
+            path.write_text(text)
+            self.made_by[path] = test
+
+    def problems(self) -> list[str]:
+        """One line per bundle Argo's lint refuses and per JobSet the webhook refuses."""
+        if not self.made_by:
+            return []
+        out = []
+        for batch in lint_batches(sorted(self.made_by)):
+            lint = argo_lint(batch)
+            if lint.returncode != 0:
+                failing = [p for p in batch if p.name in lint.stdout + lint.stderr] or batch
+                out += ["argo lint refused %s (compiled by %s): %s" % (p, self.made_by[p], _lines_about(lint, p))
+                        for p in failing]
+        manifests: dict[Path, str] = {}
+        for bundle in sorted(self.made_by):
+            if bundle.suffix != ".yaml":
+                continue
+            for template, text in gang_manifests(bundle.read_text()):
+                path = bundle.with_name("%s.%s.jobset.yaml" % (bundle.stem, template))
+                path.write_text(text)
+                manifests[path] = self.made_by[bundle]
+        if manifests:
+            admit = jobset_admit(sorted(manifests))
+            if admit.returncode != 0:
+                out += ["the JobSet webhook refused %s (compiled by %s): %s" % (line.split(": ", 1)[0],
+                        manifests.get(Path(line.split(": ", 1)[0]), "?"), line.split(": ", 1)[-1])
+                        for line in (admit.stdout + admit.stderr).splitlines() if line.strip()]
+        if not out:
+            shutil.rmtree(self.dir, ignore_errors=True)  # kept, with the files named, when refused
+        return out
+
+
+_TEMPLATE_KEY = re.compile(r"^kind: WorkflowTemplate\nmetadata:\n  name: (\S+)\n(?:  namespace: (\S+)\n)?", re.M)
+
+
+def lint_batches(paths: list[Path]) -> list[list[Path]]:
+    """Files in as few `argo lint` calls as can be: offline, Argo refuses two WorkflowTemplates
+    of one namespace and name in one call ("duplicate WorkflowTemplate found"), and the tests
+    compile many flows of the same name."""
+    batches: list[tuple[set, list[Path]]] = []
+    for path in paths:
+        text = path.read_text()
+        if path.suffix == ".json":
+            meta = json.loads(text).get("metadata", {})
+            keys = {(meta.get("namespace"), meta.get("name"))}
+        else:
+            keys = {(ns or None, name) for name, ns in _TEMPLATE_KEY.findall(text)} or {("", str(path))}
+        batch = next((b for b in batches if not keys & b[0]), None)
+        if batch is None:
+            batch = (set(), [])
+            batches.append(batch)
+        batch[0].update(keys)
+        batch[1].append(path)
+    return [files for _, files in batches]
+
+
+def _lines_about(proc: subprocess.CompletedProcess, path: Path) -> str:
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if path.name in line]
+    return "; ".join(lines) or (proc.stdout + proc.stderr).strip()[-2000:]
+
+
+RECORDER = Recorder()

@@ -1,0 +1,103 @@
+"""What a deploy needs in the cluster (mfargo/prerequisites.py), read from the examples'
+documents, and `create` refusing, with nothing created, when some of it is missing
+(mfargo.deploy.check_prerequisites, which asks through mfargo.cluster_needs, against the loopback fake API; the CLI end to end)."""
+
+from __future__ import annotations
+
+import yaml
+import pytest
+from flowtools import EXAMPLES, gang_flow
+from k8s_fake import kube  # noqa: F401 - fixture
+from test_cluster_cli import Env, one_line_error
+
+from mfargo import deploy, prerequisites
+from mfargo.cluster import Cluster
+from mfargo.prerequisites import Need
+
+ARGO = "argoproj.io/v1alpha1"
+JOBSET_API = Need("JobSet", "", "jobset.x-k8s.io/v1alpha2", "jobsets")
+
+
+def example(name: str) -> list[dict]:
+    return list(yaml.safe_load_all((EXAMPLES / (name + ".yaml")).read_text()))
+
+
+def test_what_each_example_needs_is_read_from_its_documents():
+    assert prerequisites.needs(example("hello"), "ns1") == [Need("WorkflowTemplate", "", ARGO, "workflowtemplates")]
+    # --notify-*-secret: the hook pods' secretKeyRef, with their keys.
+    assert prerequisites.needs(example("notifications"), "ns1") == [
+        Need("WorkflowTemplate", "", ARGO, "workflowtemplates"),
+        Need("Secret", "default", "pagerduty", "integration-key"),
+        Need("Secret", "default", "slack-webhook", "url")]
+    # A gang: the JobSet API, read from the resource template's manifest (tags and all).
+    assert JOBSET_API in prerequisites.needs(example("distributed_training"), "ns1")
+    # A Sensor: Argo Events' API, its service account, its EventBus and EventSource.
+    assert prerequisites.needs(example("triggered"), "ns1") == [
+        Need("Sensor", "", ARGO, "sensors"), Need("WorkflowTemplate", "", ARGO, "workflowtemplates"),
+        Need("EventBus", "default", "default"), Need("EventSource", "default", "argo-events-webhook"),
+        Need("ServiceAccount", "default", "operate-workflow-sa")]
+
+
+def test_references_anywhere_in_pods_and_manifests_are_found_and_run_time_names_skipped():
+    pod = {"serviceAccountName": "runner",
+           "containers": [{"envFrom": [{"secretRef": {"name": "creds"}}, {"secretRef": {"name": "opt", "optional": True}}],
+                           "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "{{inputs.parameters.s}}",
+                                                                                "key": "k"}}}]}],
+           "volumes": [{"name": "v", "secret": {"secretName": "certs"}}]}
+    manifest = yaml.safe_dump({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+                               "spec": {"replicatedJobs": [{"template": {"spec": {"template": {"spec": pod}}}}]}})
+    docs = [{"apiVersion": ARGO, "kind": "WorkflowTemplate", "metadata": {"name": "t", "namespace": "team"},
+             "spec": {"templates": [{"name": "g", "resource": {"manifest": manifest.replace("js", "js-{{retries}}")}}]}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "runner", "namespace": "team"}}]
+    assert prerequisites.needs(docs, "ns1") == [
+        JOBSET_API, Need("WorkflowTemplate", "", ARGO, "workflowtemplates"),
+        Need("Secret", "team", "certs"), Need("Secret", "team", "creds")]  # the bundle brings `runner`
+
+
+@pytest.fixture
+def target(kube, tmp_path):  # noqa: F811
+    cluster = Cluster("ns1", kubeconfig=str(kube.kubeconfig(tmp_path / "kubeconfig")))
+    return deploy.Target("NotificationsFlow", "notificationsflow", "p", "ns1", _cluster=cluster)
+
+
+def test_missing_secrets_keys_and_crds_are_named_in_one_line_and_nothing_is_created(kube, target):  # noqa: F811
+    docs = example("notifications") + example("distributed_training")  # hooks with Secrets, and a gang
+    docs[0]["metadata"]["name"] = "notificationsflow"
+    kube.served.pop(("jobset.x-k8s.io", "v1alpha2"))
+    kube.put_secret("slack-webhook", ["token"])  # exists, but without the key the hook reads
+    with pytest.raises(deploy.DeployError) as e:
+        deploy.apply(target, None, docs, "tok", lambda *a, **k: None)
+    assert str(e.value) == (
+        "nothing deployed: the cluster lacks what the workflow needs: no JobSet API (jobsets in "
+        "jobset.x-k8s.io/v1alpha2: install its CRD and controller); no Secret default/pagerduty; "
+        "Secret default/slack-webhook has no key url")
+    assert {r.method for r in kube.requests} == {"GET"}  # nothing was created
+    assert not kube.names("workflowtemplates", "default")
+
+
+def test_present_prerequisites_deploy_and_forbidden_reads_only_warn(kube, target):  # noqa: F811
+    docs = example("notifications")
+    docs[0]["metadata"]["name"] = "notificationsflow"
+    kube.put_secret("slack-webhook", ["url"])
+    kube.fail("GET", "/secrets/pagerduty$", 403, 'secrets "pagerduty" is forbidden')
+    said = []
+    deploy.check_prerequisites(target, docs, lambda line, **kw: said.append(line))
+    assert said == ["mfargo: warning: not allowed to check (403), so not checked: Secret default/pagerduty key "
+                    "integration-key"]
+    # Each object is asked for once, whatever references it.
+    secret_reads = [r.path for r in kube.requests if "/secrets/" in r.path]
+    assert secret_reads == ["/api/v1/namespaces/default/secrets/pagerduty", "/api/v1/namespaces/default/secrets/slack-webhook"]
+
+
+def test_create_refuses_a_gang_flow_without_jobset_and_a_missing_service_account(kube, tmp_path):  # noqa: F811
+    # The gang pods' service account is only in the JobSet manifest.
+    env = Env(kube, tmp_path, gang_flow("GangFlow", '@kubernetes(service_account="trainer")'))
+    kube.served.pop(("jobset.x-k8s.io", "v1alpha2"))
+    line = one_line_error(env.create(check=False))
+    assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no JobSet API (jobsets in "
+                    "jobset.x-k8s.io/v1alpha2: install its CRD and controller); no ServiceAccount ns1/trainer")
+    assert {r.method for r in kube.requests} == {"GET"} and env.stored_token() is None
+    kube.served.update({("jobset.x-k8s.io", "v1alpha2"): {"jobsets": "JobSet"}})
+    kube.put_service_account("trainer", "ns1")
+    env.create()
+    assert kube.names("workflowtemplates", "ns1") == ["gangflow"] and kube.names("roles", "ns1") == ["gangflow-jobset"]

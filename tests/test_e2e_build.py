@@ -1,0 +1,58 @@
+"""e2e/build.py: what it builds and where it keeps it (the builds themselves run in
+tests/engine_tools.py's fixture and in e2e/cluster)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+BUILD = Path(__file__).resolve().parent.parent / "e2e" / "build.py"
+
+
+@pytest.fixture(scope="module")
+def build():
+    spec = importlib.util.spec_from_file_location("e2e_build", BUILD)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_list_names_every_part_once_with_its_version():
+    out = subprocess.run([sys.executable, str(BUILD), "--list"], capture_output=True, text=True, check=True).stdout
+    rows = dict(line.split("\t") for line in out.splitlines())
+    assert rows["kube-apiserver"] == rows["kubelet"] == "v1.34.4"
+    assert rows["argo"] == rows["argoexec"] == "v4.0.5"
+    assert rows["jobset-validate"] == "(local)"  # e2e/tools/jobset-validate
+    assert len(out.splitlines()) == len(rows)
+
+
+def test_an_unknown_part_is_one_line_and_nothing_is_built(tmp_path):
+    proc = subprocess.run([sys.executable, str(BUILD), "etcd", "no-such-part"], capture_output=True, text=True,
+                          env={"MFARGO_E2E_CACHE": str(tmp_path), "PATH": "/usr/local/go/bin:/usr/bin:/bin"})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "unknown part 'no-such-part'" in proc.stderr
+    assert not (tmp_path / "bin").exists()
+
+
+def test_the_cache_key_follows_version_recipe_and_go(build, monkeypatch, tmp_path):
+    monkeypatch.setenv("MFARGO_E2E_CACHE", str(tmp_path))
+    r = build.recipe("kubelet")
+    path = build.binary_path(r, "go1.26.8")
+    assert path.parent.parent == tmp_path / "bin" and path.name == "kubelet"
+    assert build.binary_path(r, "go1.26.8") == path
+    assert build.binary_path(replace(r, version="v1.35.4"), "go1.26.8") != path
+    assert build.binary_path(replace(r, ldflags=()), "go1.26.8") != path
+    assert build.binary_path(r, "go1.27.0") != path
+
+
+def test_kubernetes_staging_modules_point_at_their_published_tags(build):
+    go_mod = "module k8s.io/kubernetes\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n" \
+             "\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n"
+    assert build._staging_replacements(go_mod, "v1.34.4") == [
+        "\tk8s.io/api => k8s.io/api v0.34.4", "\tk8s.io/client-go => k8s.io/client-go v0.34.4"]
