@@ -30,10 +30,8 @@ def read_run(env: dict, pathspec: str, expr: str):
 
 
 def test_hello_runs_on_the_cluster(cluster_env, tmp_path):
-    """Fails until the pods get METAFLOW_KUBERNETES_SECRETS (botocore NoCredentialsError in
-    `start`; fixed on another branch) and the metadata service keeps the run ids Argo runs
-    choose (metaflow-local-service 0.2.0 gives `POST /flows/F/run` a new numeric id, so
-    `argo-...` never exists and the `_parameters` task gets a 500)."""
+    """The run, its steps, an artifact, a task's log and its Argo metadata, all through Metaflow's
+    client from the metadata service (e2e/metadata_service.py) the pods registered with."""
     flow = tmp_path / "hello.py"
     shutil.copy(EXAMPLES / "hello.py", flow)
     flow_cmd(cluster_env, flow, "argo-workflows", "create")
@@ -41,9 +39,12 @@ def test_hello_runs_on_the_cluster(cluster_env, tmp_path):
     wf = wait_workflow(cluster_env, run_id)
     assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
     got = read_run(cluster_env, f"HelloFlow/{run_id}",
-                   "{'ok': run.successful, 'steps': sorted(s.id for s in run), "
-                   "'message': run['hello'].task.data.message}")
-    assert got == {"ok": True, "steps": ["end", "hello", "start"], "message": "hi, world"}
+                   "{'ok': run.successful, 'finished': run.finished, 'steps': sorted(s.id for s in run), "
+                   "'message': run['hello'].task.data.message, 'log': run['hello'].task.stdout.strip(), 'greeting': run.data.greeting, "
+                   "'workflow': run['hello'].task.metadata_dict.get('argo-workflow-name'), "
+                   "'runtime': 'runtime:argo-workflows' in run.system_tags}")
+    assert got == {"ok": True, "finished": True, "steps": ["end", "hello", "start"], "message": "hi, world",
+                   "log": "hi, world", "greeting": "hi", "workflow": run_id.removeprefix("argo-"), "runtime": True}
 
 
 SMALL_GANG = '@kubernetes(cpu=0.25, memory=400, shared_memory=64, port=29500)'
@@ -52,8 +53,7 @@ SMALL_GANG = '@kubernetes(cpu=0.25, memory=400, shared_memory=64, port=29500)'
 def test_gang_example_runs_on_the_cluster(cluster_env, tmp_path):
     """examples/distributed_training.py with a gang of 2 small pods (the node has 2 CPUs).
 
-    Fails today where the JobSet webhook refuses the failure-policy rule name
-    'fail-on-user-code' (fixed on another branch): the assertion shows the webhook's message.
+    Every rank's task, its artifacts and its log are read back with Metaflow's client.
     """
     source = (EXAMPLES / "distributed_training.py").read_text()
     big = '@kubernetes(image="python:3.11", cpu=2, memory=8192, shared_memory=1024, port=29500)'
@@ -65,8 +65,14 @@ def test_gang_example_runs_on_the_cluster(cluster_env, tmp_path):
     wf = wait_workflow(cluster_env, run_id)
     assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
     got = read_run(cluster_env, f"DistributedTrainingFlow/{run_id}",
-                   "{'ok': run.successful, 'ranks': run['join'].task.data.ranks}")
-    assert got == {"ok": True, "ranks": [0, 1]}
+                   "{'ok': run.successful, 'ranks': run['join'].task.data.ranks, "
+                   "'tasks': sorted([t.data.rank, t.data.world_size, t.successful, t.stdout.strip()] "
+                   "for t in run['train'])}")
+    assert got["ok"] is True and got["ranks"] == [0, 1], got
+    control = [t[3].rsplit(" ", 1)[-1] for t in got["tasks"]]
+    assert got["tasks"] == [[0, 2, True, f"rank 0 of 2, control at {control[0]}"],
+                            [1, 2, True, f"rank 1 of 2, control at {control[0]}"]], got
+    assert control[0] == control[1] and control[0], got
 
 
 def _descendants(pids: set[int]) -> set[int]:
