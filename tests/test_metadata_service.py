@@ -174,3 +174,28 @@ def test_unknown_runs_are_not_found_and_heartbeats_answer(service):
     assert json.loads(beat.json()) == {"wait_time_in_seconds": 10}
     assert requests.get(service + "/flows/HbFlow/runs/argo-hb", timeout=10).json()["last_heartbeat_ts"] > 0
     assert requests.post(service + "/flows/HbFlow/run", json={"run_number": "argo-hb"}, timeout=10).status_code == 409
+
+
+def test_a_foreach_run_by_mfargo_run_keeps_its_argo_ids(service, s3_server, tmp_path):
+    """The same flow compiled for service metadata and run by `mfargo run` (pods register
+    `argo-...` run ids and Argo task ids, as on a cluster), read back from the service."""
+    from test_e2e_support import compile_flow, mf_env_for, tail
+
+    env = dict(mf_env_for(s3_server, tmp_path), METAFLOW_DEFAULT_METADATA="service", METAFLOW_SERVICE_URL=service)
+    c = compile_flow(tmp_path, env, FOREACH_FLOW)
+    result, rec = c.run({"scale": "2"})
+    assert result.status == "Succeeded", tail(result, rec)
+    got = py(dict(env, METAFLOW_DEFAULT_DATASTORE="s3", METAFLOW_DATASTORE_SYSROOT_S3=c.root), f"""
+        import json
+        from metaflow import Run, namespace
+        namespace(None)
+        run = Run("SquaresFlow/{result.run_id}")
+        print(json.dumps({{"ok": run.successful, "total": run["join"].task.data.total,
+                           "values": sorted(t.data.value for t in run["square"]),
+                           "parents": sorted(t.data.value for t in run["join"].task.parent_tasks),
+                           "ids": sorted(t.id for t in run["square"])}}))
+        """)
+    assert result.run_id.startswith("argo-")
+    assert {k: got[k] for k in ("ok", "total", "values", "parents")} == {
+        "ok": True, "total": 28, "values": [2, 8, 18], "parents": [2, 8, 18]}
+    assert len(set(got["ids"])) == 3 and not any(i.isdigit() for i in got["ids"]), got["ids"]
