@@ -56,7 +56,9 @@ class Store:
         return obj
 
     def children(self, key: tuple) -> list[dict]:
-        self.get(key) if key else None
+        """The objects one level below key (404 if key does not exist; () is the root)."""
+        if key:
+            self.get(key)
         return [o for k, o in self.objects.items() if len(k) == len(key) + 1 and k[:len(key)] == key]
 
     def create(self, key: tuple, fields: dict) -> dict:
