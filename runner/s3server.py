@@ -56,13 +56,13 @@ def weed_binary() -> str:
     return found
 
 
-def _free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports (all held open together so none repeats)."""
+def _free_ports(n: int, host: str = HOST) -> list[int]:
+    """n distinct free ports on host (all held open together so none repeats)."""
     socks = []
     try:
         for _ in range(n):
             s = socket.socket()
-            s.bind((HOST, 0))
+            s.bind((host, 0))
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
@@ -97,8 +97,8 @@ class S3Server:
     secret_key: str
     data_dir: Path
 
-    def __init__(self, data_dir: Path, keep: bool):
-        self.data_dir, self.keep = data_dir, keep
+    def __init__(self, data_dir: Path, keep: bool, host: str = HOST):
+        self.data_dir, self.keep, self.host = data_dir, keep, host
         self.access_key = "MFARGO" + secrets.token_hex(7).upper()
         self.secret_key = secrets.token_urlsafe(30)
         self.endpoint_url = ""
@@ -109,17 +109,19 @@ class S3Server:
         self._client = None
 
     @classmethod
-    def start(cls, data_dir: Path | None = None, keep: bool = False, timeout: float = 30) -> "S3Server":
+    def start(cls, data_dir: Path | None = None, keep: bool = False, timeout: float = 30,
+              host: str = HOST) -> "S3Server":
         """Start a server and wait until a signed S3 request succeeds.
 
-        keep=False removes data_dir on stop() even if the caller passed it.
+        keep=False removes data_dir on stop() even if the caller passed it. host is the one
+        address every process binds (e2e/cluster gives its bridge address, which pods reach).
         A port taken by someone else between picking and binding is retried.
         """
         data_dir = Path(data_dir or tempfile.mkdtemp(prefix="mfargo-s3-")).resolve()
         data_dir.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
         for attempt in range(3):
-            srv = cls(data_dir, keep=True)
+            srv = cls(data_dir, keep=True, host=host)
             try:
                 srv._launch(deadline)
                 srv.keep = keep
@@ -138,9 +140,9 @@ class S3Server:
         raise AssertionError("unreachable")
 
     def _launch(self, deadline: float) -> None:
-        d, weed = self.data_dir, weed_binary()
-        mp, mg, vp, vg, fp, fg, sp, sg = _free_ports(8)
-        self.endpoint_url = f"http://{HOST}:{sp}"
+        d, weed, host = self.data_dir, weed_binary(), self.host
+        mp, mg, vp, vg, fp, fg, sp, sg = _free_ports(8, host)
+        self.endpoint_url = f"http://{host}:{sp}"
         for sub in ("master", "volume", "filer"):
             (d / sub).mkdir(exist_ok=True)
         # Static identity: the only credentials the gateway accepts. Admin is needed for CreateBucket.
@@ -171,9 +173,9 @@ class S3Server:
                 [weed, "-logtostderr", *args], cwd=d, env=env, stdin=subprocess.DEVNULL,
                 stdout=self._log, stderr=subprocess.STDOUT, **group))
 
-        ip = (f"-ip={HOST}", f"-ip.bind={HOST}")
-        master = f"-master={HOST}:{mp}.{mg}"  # host:httpPort.grpcPort
-        mp_url = f"http://{HOST}:{mp}"
+        ip = (f"-ip={host}", f"-ip.bind={host}")
+        master = f"-master={host}:{mp}.{mg}"  # host:httpPort.grpcPort
+        mp_url = f"http://{host}:{mp}"
         run("master", *ip, f"-port={mp}", f"-port.grpc={mg}", f"-mdir={d / 'master'}",
             "-peers=none",  # single master: no 1-2 s raft leader election
             "-telemetry=false",  # default posts to telemetry.seaweedfs.com
@@ -184,8 +186,8 @@ class S3Server:
         run("filer", *ip, f"-port={fp}", f"-port.grpc={fg}", f"-defaultStoreDir={d / 'filer'}", master,
             f"-localSocket={sock / f'filer-{fp}.sock'}")
         # The s3 gateway retries a filer that is not up yet only after 1 s, so wait for it.
-        self._wait("filer", deadline, lambda: _http(f"http://{HOST}:{fp}/") is not None)
-        run("s3", *ip, f"-port={sp}", f"-port.grpc={sg}", f"-filer={HOST}:{fp}.{fg}", f"-config={ident}",
+        self._wait("filer", deadline, lambda: _http(f"http://{host}:{fp}/") is not None)
+        run("s3", *ip, f"-port={sp}", f"-port.grpc={sg}", f"-filer={host}:{fp}.{fg}", f"-config={ident}",
             "-port.iceberg=0", "-port.lance=0",  # on by default, on fixed ports
             f"-localSocket={sock / f's3-{sp}.sock'}")
 
@@ -258,7 +260,7 @@ class S3Server:
 
     def env(self) -> dict[str, str]:
         """Environment for boto3 / Metaflow clients (merge over os.environ)."""
-        no_proxy = ",".join(filter(None, (os.environ.get("no_proxy") or os.environ.get("NO_PROXY"), HOST)))
+        no_proxy = ",".join(filter(None, (os.environ.get("no_proxy") or os.environ.get("NO_PROXY"), self.host)))
         return {
             "METAFLOW_S3_ENDPOINT_URL": self.endpoint_url,
             "AWS_ACCESS_KEY_ID": self.access_key,

@@ -118,6 +118,8 @@ def test_retry_then_catch(mf_env, tmp_path):
         print(json.dumps({"ok": run.successful, "ids": {s.id: sorted(t.id for t in s) for s in run},
                           "attempt": flaky.current_attempt, "attempt_seen": flaky.data.attempt_seen,
                           "attempt_md": flaky.metadata_dict.get("attempt"),
+                          "argo": {k: flaky.metadata_dict.get("argo-workflow-" + k)
+                                   for k in ("template", "name", "namespace")},
                           "a0_ok": a0.successful, "a0_attempt": a0.current_attempt,
                           "err_type": doomed.data.err.type, "err": str(doomed.data.err),
                           "end_err_type": run["end"].task.data.err_type,
@@ -130,6 +132,9 @@ def test_retry_then_catch(mf_env, tmp_path):
     assert got["err_type"] == "builtins.ValueError" and "always broken" in got["err"]
     assert got["end_err_type"] == "builtins.ValueError"
     assert got["doomed_attempt"] == 0
+    # the workflow's metadata fields core's Argo pods register (argo_workflows_decorator.py)
+    assert got["argo"] == {"template": c.doc["metadata"]["name"], "name": result.run_id.removeprefix("argo-"),
+                           "namespace": c.doc["metadata"].get("namespace", "default")}, got["argo"]
     pods = [n for n in result.nodes.values() if n.type == "Pod" and n.template_name == "flaky"]
     assert len(pods) == 2, [n.display_name for n in pods]
 

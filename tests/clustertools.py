@@ -1,0 +1,114 @@
+"""The loopback cluster (e2e/cluster) for tests marked `cluster`, and how they deploy and wait.
+
+`cluster_env` starts the cluster once per pytest process (or reuses one that is up) and stops
+it at the end if it started it. Several xdist workers share one cluster: each holds a shared
+lock while it uses it, and the one that started it takes the lock exclusively before `down`,
+so it waits for the others to finish.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER = REPO / "e2e" / "cluster"
+CACHE = Path(os.environ.get("MFARGO_E2E_CACHE") or Path.home() / ".cache" / "mfargo-e2e")
+STATE = Path(os.environ.get("MFARGO_E2E_STATE") or CACHE / "cluster")
+
+
+def _exports(text: str) -> dict[str, str]:
+    env = {}
+    for line in text.splitlines():
+        words = shlex.split(line)
+        assert len(words) == 2 and words[0] == "export" and "=" in words[1], f"not an export line: {line!r}"
+        name, value = words[1].split("=", 1)
+        env[name] = value
+    return env
+
+
+@pytest.fixture(scope="session")
+def cluster_env():
+    """Environment for Metaflow commands against the running cluster (merged over os.environ)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    lock = open(CACHE / "cluster-tests.lock", "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    started = subprocess.run([sys.executable, CLUSTER, "env"], capture_output=True).returncode != 0
+    up = subprocess.run([sys.executable, CLUSTER, "up"], capture_output=True, text=True, timeout=5400)
+    if up.returncode != 0:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        pytest.fail("e2e/cluster up failed: " + (up.stderr.strip().splitlines() or ["?"])[-1], pytrace=False)
+    fcntl.flock(lock, fcntl.LOCK_SH)  # others may use it too from here on
+    try:
+        env = {**os.environ, **_exports(up.stdout), "METAFLOW_HOME": "/nonexistent", "METAFLOW_PROFILE": ""}
+        if not env.get("METAFLOW_USER") and os.environ.get("USER", "root") == "root":
+            env["METAFLOW_USER"] = "mfargo-e2e"  # Metaflow refuses to take "root" as the user name
+        yield env
+    finally:
+        if started:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # wait until no other worker uses it
+            subprocess.run([sys.executable, CLUSTER, "down"], capture_output=True, timeout=300)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def kubectl(env: dict, *args: str) -> str:
+    kubectl_bin = json.loads((STATE / "binaries.json").read_text())["kubectl"]
+    p = subprocess.run([kubectl_bin, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f"kubectl {' '.join(args)}: {p.stderr.strip()}"
+    return p.stdout
+
+
+def flow_cmd(env: dict, flow: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python flow.py ARGS` in the flow's directory; fails the test with its output on error."""
+    p = subprocess.run([sys.executable, flow.name, *args], cwd=flow.parent, env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    assert p.returncode == 0, f"{flow.name} {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+def trigger(env: dict, flow: Path, *params: str) -> str:
+    """Trigger the deployed flow; its Metaflow run id (argo-<workflow name>)."""
+    id_file = flow.parent / "run-id"
+    id_file.unlink(missing_ok=True)
+    flow_cmd(env, flow, "argo-workflows", "trigger", "--run-id-file", str(id_file), *params)
+    run_id = id_file.read_text().strip()
+    assert re.fullmatch(r"argo-[a-z0-9.-]+", run_id), run_id
+    return run_id
+
+
+def wait_workflow(env: dict, run_id: str, timeout: float = 900) -> dict:
+    """Poll the Workflow of run_id until it finishes (bounded); its final object."""
+    name = run_id.removeprefix("argo-")
+    deadline = time.monotonic() + timeout
+    while True:
+        wf = json.loads(kubectl(env, "get", "workflow", name, "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json"))
+        phase = wf.get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed", "Error"):
+            return wf
+        assert time.monotonic() < deadline, f"workflow {name} still {phase} after {timeout:.0f} s"
+        time.sleep(2)
+
+
+def failed_nodes(wf: dict) -> str:
+    """The failed nodes of a workflow, their messages and the last line each failed pod's main
+    container wrote (the kubelet keeps pod logs under the cluster's state), for an assertion."""
+    nodes = wf.get("status", {}).get("nodes", {}).values()
+    text = "; ".join(f"{n.get('displayName')}: {n.get('phase')} {n.get('message', '')}".strip()
+                     for n in nodes if n.get("phase") in ("Failed", "Error")) or wf.get("status", {}).get("message", "")
+    name = wf["metadata"]["name"]
+    for log in sorted(STATE.glob(f"kubelet/pod-logs/*_{name}-*/main/0.log")):
+        lines = [ln.split(" ", 3)[-1] for ln in log.read_text(errors="replace").splitlines()
+                 if " argo=true" not in ln and "level=" not in ln and " Error: exit status " not in ln]
+        if lines:
+            text += f"\n  {log.parent.parent.name.split('_')[1]}: {lines[-1]}"
+    return text
