@@ -56,6 +56,11 @@ def gang_rank(role, job_index):
 
 # Where the gang failure report writes the message Argo shows on its node (the container's
 # terminationMessagePath; under /tmp so the local runner finds it in the pod's own /tmp).
+# The pod's Argo workflow: env the compiler sets, task metadata the pod registers from it.
+ARGO_WORKFLOW_NAME_ENV = "ARGO_WORKFLOW_NAME"
+ARGO_WORKFLOW_TEMPLATE_ENV = "ARGO_WORKFLOW_TEMPLATE"
+ARGO_WORKFLOW_NAMESPACE_ENV = "ARGO_WORKFLOW_NAMESPACE"
+
 TERMINATION_LOG = "/tmp/mfargo-termination-log"
 
 

@@ -68,8 +68,9 @@ class MfargoInternalDecorator(StepDecorator):
             step_events.publish(flow.name, self._run_id, step_name, self._task_id, graph.end_step)
 
 
-ARGO_METADATA = {"argo-workflow-template": "ARGO_WORKFLOW_TEMPLATE", "argo-workflow-name": "ARGO_WORKFLOW_NAME",
-                 "argo-workflow-namespace": "ARGO_WORKFLOW_NAMESPACE"}
+ARGO_METADATA = {"argo-workflow-template": contract.ARGO_WORKFLOW_TEMPLATE_ENV,
+                 "argo-workflow-name": contract.ARGO_WORKFLOW_NAME_ENV,
+                 "argo-workflow-namespace": contract.ARGO_WORKFLOW_NAMESPACE_ENV}
 
 
 def _register_workflow_metadata(metadata, run_id, step_name, task_id, retry_count):
