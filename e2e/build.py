@@ -145,8 +145,9 @@ def _local_digest(src: Path) -> str:
 
 def binary_path(r: Recipe, go_version: str) -> Path:
     """Where the binary of this exact recipe lives: the key covers everything that shapes it."""
-    key = json.dumps([r.shape, r.module, r.version, r.package, r.ldflags, r.main_go, go_version,
-                      _local_digest(Path(r.package)) if r.shape == "local" else ""])
+    local = r.shape == "local"  # keyed by its files' content, not by where the checkout is
+    key = json.dumps([r.shape, r.module, r.version, "" if local else r.package, r.ldflags, r.main_go, go_version,
+                      _local_digest(Path(r.package)) if local else ""])
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     label = r.version or "local"
     return cache_dir() / "bin" / f"{r.name}-{label}-{digest}" / r.name

@@ -56,3 +56,16 @@ def test_kubernetes_staging_modules_point_at_their_published_tags(build):
              "\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n"
     assert build._staging_replacements(go_mod, "v1.34.4") == [
         "\tk8s.io/api => k8s.io/api v0.34.4", "\tk8s.io/client-go => k8s.io/client-go v0.34.4"]
+
+
+def test_a_local_program_is_keyed_by_its_files_not_by_the_checkout_path(build, monkeypatch, tmp_path):
+    """A fresh clone (CI's) finds the binary an earlier checkout built from the same files."""
+    monkeypatch.setenv("MFARGO_E2E_CACHE", str(tmp_path / "cache"))
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "go.mod").write_text("module x\n")
+        (tmp_path / name / "main.go").write_text("package main\n\nfunc main() {}\n")
+    a, b = (build.Recipe("tool", "local", package=str(tmp_path / n)) for n in ("a", "b"))
+    assert build.binary_path(a, "go1.26.8") == build.binary_path(b, "go1.26.8")
+    (tmp_path / "b" / "main.go").write_text("package main\n\nfunc main() { println() }\n")
+    assert build.binary_path(a, "go1.26.8") != build.binary_path(b, "go1.26.8")
