@@ -1,13 +1,13 @@
 """The loopback cluster (e2e/cluster) for tests marked `cluster`, and how they deploy and wait.
 
-`cluster_env` starts the cluster once per pytest process (or reuses one that is up) and stops
-it at the end if it started it. Several xdist workers share one cluster: each holds a shared
-lock while it uses it, and the one that started it takes the lock exclusively before `down`,
-so it waits for the others to finish.
+`cluster_env` starts the cluster once per test run (or reuses one that is up) and, if this
+run started it, stops it when the run's last worker is done with it. Several xdist workers
+share one cluster without waiting for each other's tests (the fixture says how).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -36,29 +36,53 @@ def _exports(text: str) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def _held(lock, mode: int):
+    fcntl.flock(lock, mode)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def cluster_env():
-    """Environment for Metaflow commands against the running cluster (merged over os.environ)."""
+    """Environment for Metaflow commands against the running cluster (merged over os.environ).
+
+    Two locks: `start` (held briefly, exclusively) orders the decisions to start and stop;
+    `use` is held shared by every worker while it runs tests. A cluster that this test run
+    started (its xdist run id in the marker file) is stopped by whichever of its workers
+    finishes last, the one that then finds nobody else holding `use`; a cluster that was
+    already up (a developer's) is left up. No worker ever waits for another's tests."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    lock = open(CACHE / "cluster-tests.lock", "a")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    started = subprocess.run([sys.executable, CLUSTER, "env"], capture_output=True).returncode != 0
-    up = subprocess.run([sys.executable, CLUSTER, "up"], capture_output=True, text=True, timeout=5400)
-    if up.returncode != 0:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        pytest.fail("e2e/cluster up failed: " + (up.stderr.strip().splitlines() or ["?"])[-1], pytrace=False)
-    fcntl.flock(lock, fcntl.LOCK_SH)  # others may use it too from here on
+    start, use = (open(CACHE / ("cluster-tests.%s.lock" % n), "a") for n in ("start", "use"))
+    marker = CACHE / "cluster-tests.started-by"
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or "pid-%d" % os.getpid()
+    with _held(start, fcntl.LOCK_EX):
+        if subprocess.run([sys.executable, CLUSTER, "env"], capture_output=True).returncode != 0:
+            marker.write_text(run)
+        up = subprocess.run([sys.executable, CLUSTER, "up"], capture_output=True, text=True, timeout=5400)
+        if up.returncode != 0:
+            pytest.fail("e2e/cluster up failed: " + (up.stderr.strip().splitlines() or ["?"])[-1], pytrace=False)
+        fcntl.flock(use, fcntl.LOCK_SH)  # taken before `start` is let go: no stop can come between
     try:
         env = {**os.environ, **_exports(up.stdout), "METAFLOW_HOME": "/nonexistent", "METAFLOW_PROFILE": ""}
         if not env.get("METAFLOW_USER") and os.environ.get("USER", "root") == "root":
             env["METAFLOW_USER"] = "mfargo-e2e"  # Metaflow refuses to take "root" as the user name
         yield env
     finally:
-        if started:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # wait until no other worker uses it
-            subprocess.run([sys.executable, CLUSTER, "down"], capture_output=True, timeout=300)
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
+        fcntl.flock(use, fcntl.LOCK_UN)
+        with _held(start, fcntl.LOCK_EX):
+            ours = marker.exists() and marker.read_text() == run
+            try:
+                fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                ours = False  # another worker still uses it: the last one stops it
+            if ours:
+                subprocess.run([sys.executable, CLUSTER, "down"], capture_output=True, timeout=300)
+                marker.unlink()
+        start.close()
+        use.close()
 
 
 def kubectl(env: dict, *args: str) -> str:
