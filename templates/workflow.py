@@ -44,6 +44,9 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             ttl_strategy=_ttl_strategy(wf.cleanup),
             pod_gc=m.PodGC(strategy=wf.cleanup.pod_gc) if wf.cleanup.pod_gc else None,
             priority=wf.priority,
+            # --service-account: every run of the template (`trigger`, `argo submit --from`)
+            # runs as the account the RoleBinding grants, not as the namespace's `default`.
+            service_account_name=wf.deployment.bundle.service_account,
             pod_metadata=m.Metadata(
                 labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-task"},
                 annotations={Label.RUN_ID: expr.RUN_ID, Label.FLOW_NAME: wf.flow_name},

@@ -267,6 +267,15 @@ def test_service_account_option_is_the_binding_subject(tmp_path):
     d = by_kind(docs)
     assert [s["name"] for s in d["RoleBinding"]["subjects"]] == ["trainer"]
     assert d["CronWorkflow"]["spec"]["workflowSpec"]["serviceAccountName"] == "trainer"
+    # trigger's Workflow names only the template: the template itself carries the account.
+    assert d["WorkflowTemplate"]["spec"]["serviceAccountName"] == "trainer"
+
+
+def test_without_the_option_runs_keep_the_namespace_default_account(tmp_path):
+    docs = compile_source(tmp_path, flow_source("", GANG))
+    d = by_kind(docs)
+    assert "serviceAccountName" not in d["WorkflowTemplate"]["spec"]
+    assert [s["name"] for s in d["RoleBinding"]["subjects"]] == ["default"]
 
 
 def test_checked_in_gang_example_has_rbac():
