@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 
@@ -195,15 +196,11 @@ def _annotations(graph, options: CompileOptions) -> tuple[tuple[str, str], ...]:
     if options.code_in_image:
         out.append((Label.CODE_DIR, options.code_in_image))
     if options.include_file_paths:
-        import json
-
         out.append((Label.INCLUDE_FILES, json.dumps(dict(options.include_file_paths), sort_keys=True)))
     if options.title:
         out.append((Label.TITLE, options.title))
     if options.description:
         out.append((Label.DESCRIPTION, options.description))
     if options.tags:
-        import json
-
         out.append((Label.TAGS, json.dumps(list(options.tags))))
     return tuple(out)
