@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .constants import INTERNAL_DECORATOR, TASK_LOGS_MODULE, Env, LogEnv
+from .constants import INTERNAL_DECORATOR, TASK_LOGS_MODULE, LogEnv
 from .usertext import kubernetes_literal
 
 
@@ -308,8 +308,3 @@ def _spaced(line: Line) -> tuple:
     for token in line:
         out += [token, Raw(" ")]
     return tuple(out[:-1])
-
-
-# Control is split 0 (MF_CONTROL_INDEX=0), worker i is split i+1: Metaflow's contract
-# (pod_contract.gang_rank says the same in Python).
-GANG_SPLIT_INDEX = Raw('"${%s:-$((%s + 1))}"' % (Env.CONTROL_INDEX, Env.WORKER_REPLICA_INDEX))

@@ -25,11 +25,11 @@ class Env:
     CONTROL_TASK_ID: Final = "MF_PARALLEL_CONTROL_TASK_ID"
     WORKER_REPLICA_INDEX: Final = "MF_WORKER_REPLICA_INDEX"
     CONTROL_INDEX: Final = "MF_CONTROL_INDEX"
-    TASK_ID_PREFIX: Final = "TASK_ID_PREFIX"
-    TASK_ID_SUFFIX: Final = "TASK_ID_SUFFIX"
+    # mfargo's: a gang pod's rank is FIRST_RANK (its replicated job's) + JOB_INDEX.
+    FIRST_RANK: Final = "MFARGO_FIRST_RANK"
+    JOB_INDEX: Final = "MFARGO_JOB_INDEX"
     JOBSET_RESTART_ATTEMPT: Final = "JOBSET_RESTART_ATTEMPT"
     JOBSET_NAME: Final = "METAFLOW_KUBERNETES_JOBSET_NAME"
-    UBF_CONTEXT: Final = "UBF_CONTEXT"
     # Set by mfargo's in-pod decorator from the ones above (metaflow_current.Parallel reads them).
     PARALLEL_MAIN_IP: Final = "MF_PARALLEL_MAIN_IP"
     PARALLEL_NUM_NODES: Final = "MF_PARALLEL_NUM_NODES"
@@ -88,6 +88,7 @@ class JobSetKey:
     # Every rank's container: `argo logs WORKFLOW` lists pods by the workflow label and
     # prints the container named "main" unless told otherwise, so all ranks show.
     CONTAINER: Final = contract.GANG_CONTAINER
+    RANKS_JOB: Final = contract.RANKS_JOB
     CONTROL_JOB: Final = contract.CONTROL_ROLE
     WORKER_JOB: Final = contract.WORKER_ROLE
 

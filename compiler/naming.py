@@ -33,7 +33,7 @@ import re
 from metaflow_extensions.mfargo.plugins import pod_contract
 
 from . import command as sh
-from .constants import Env
+from .constants import Env, UbfContext
 from .errors import CompileError
 
 # Kubernetes object names (DNS-1123 subdomain) and label values are limited to 63
@@ -177,9 +177,29 @@ control_task_id = pod_contract.control_task_id
 worker_task_id = pod_contract.worker_task_id
 
 
+def gang_rank_lines() -> list[sh.Line]:
+    """Bash setting a gang pod's ``rank`` (its replicated job's first rank plus its job index,
+    as ``pod_contract.gang_rank``), its ``role``, its ``index`` among that role's task ids and
+    its ``ubf`` context, and exporting what Metaflow's decorators read to place it:
+    MF_CONTROL_INDEX on the control, MF_WORKER_REPLICA_INDEX (i of worker i) on the others
+    (kubernetes_decorator._setup_multinode_environment)."""
+    worker = 'role=%s index="$((rank - 1))" ubf=%s; export %s="${index}"' % (
+        pod_contract.WORKER_ROLE, UbfContext.TASK, Env.WORKER_REPLICA_INDEX)
+    control = "role=%s index=0 ubf=%s; export %s=0" % (pod_contract.CONTROL_ROLE, UbfContext.CONTROL, Env.CONTROL_INDEX)
+    return [
+        (sh.Raw('rank="$((%s + %s))"' % (Env.FIRST_RANK, Env.JOB_INDEX)),),
+        (sh.Raw("if ((rank)); then %s; else %s; fi" % (worker, control)),),
+    ]
+
+
+# The shell variables gang_rank_lines sets, as tokens.
+GANG_RANK = sh.Var("rank")
+GANG_UBF_CONTEXT = sh.Var("ubf")
+
+
 def gang_task_id_shell(entropy: str) -> sh.Token:
-    """A gang pod's own task id in its bash: role and index come from the JobSet's env."""
-    return sh.Cat((sh.Var(Env.TASK_ID_PREFIX), sh.Lit(gang_task_id("", entropy, "")), sh.Var(Env.TASK_ID_SUFFIX)))
+    """A gang pod's own task id in its bash, after gang_rank_lines: <role>-<E>-<index>."""
+    return sh.Cat((sh.Var("role"), sh.Lit(gang_task_id("", entropy, "")), sh.Var("index")))
 
 
 def gang_task_ids_shell(entropy: str, num_parallel: str) -> list[sh.Line]:
@@ -192,9 +212,10 @@ def jobset_name(entropy: str, attempt: str | None) -> str:
     return JOBSET_PREFIX + entropy + ("" if attempt is None else "-" + attempt)
 
 
-def control_host(jobset: str, namespace: str) -> str:
-    """DNS name of the control pod: <jobset>-<job>-<job index>-<pod index>.<subdomain>."""
-    return "%s-%s-0-0.%s.%s.svc.cluster.local" % (jobset, pod_contract.CONTROL_ROLE, jobset, namespace)
+def control_host(jobset: str, first_job: str, namespace: str) -> str:
+    """DNS name of the control pod, rank 0, the first pod of the first replicated job:
+    <jobset>-<job>-<job index>-<pod index>.<subdomain>."""
+    return "%s-%s-0-0.%s.%s.svc.cluster.local" % (jobset, first_job, jobset, namespace)
 
 
 def pod_label_value(value: str) -> str:

@@ -10,7 +10,7 @@ status). Messages are the Job controller's.
 
 Faults: a local process is never preempted or OOM-killed, so the runner plays these on
 request, writing what the kubelet and scheduler would. A pod template annotation
-``mfargo.runner/faults: "worker-0@0=preempt,control-0@1=oom"`` (``<replicatedJob>-<job
+``mfargo.runner/faults: "rank-1@0=preempt,rank-0@1=oom"`` (``<replicatedJob>-<job
 index>@<restart attempt>=<fault>[:<seconds>]``) hits that rank's pod in that gang
 generation after it has run ``seconds`` (default 3): ``preempt`` and ``evict`` add the
 pod condition ``DisruptionTarget`` (reasons ``PreemptionByScheduler`` /

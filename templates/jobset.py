@@ -1,17 +1,19 @@
-"""A gang's Argo resource template and its JobSet: a `control` job (1 pod) and a
+"""A gang's Argo resource template and its JobSet: one `rank` job of N pods, or, when
+``@jobset(control=...)`` gives the control a pod of its own, a `control` job (1 pod) and a
 `worker` job (N-1 pods).
 
 The resource template creates the JobSet and waits on single-clause conditions on its
 ``status.terminalState`` (JobSet >= v0.6; Argo cannot filter condition arrays,
 argo-workflows#7143/#11217).
 
-Plain dicts holding only what is emitted. ``replicas`` of the worker job is a plain
-``{{inputs.parameters.worker-count}}`` tag, unquoted (``emit.BareTag``), so Argo's
-substitution leaves an int (argo-workflows#10924).
+Plain dicts holding only what is emitted. A run-time ``replicas`` is a plain
+``{{inputs.parameters.num-parallel}}`` (or ``worker-count``) tag, unquoted (``emit.BareTag``),
+so Argo's substitution leaves an int (argo-workflows#10924).
 
-Control and worker pods differ only in their role env (and, with ``@jobset(control=...)``,
-in the control's own size and placement); the YAML writer writes each role's pod out in
-full, no YAML anchors, so a reviewer sees what each pod gets.
+Every pod works out its rank in its own bash (``naming.gang_rank_lines``) from its job's
+first rank and its job index, so the ranks need no pod template each: one is written, in
+full (no YAML anchors, so a reviewer sees what each pod gets), and a second only for a
+control with its own size and placement.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 from . import argo_models as m
 
 from mfargo.compiler import ir, naming
-from mfargo.compiler.constants import Env, JobSetKey, Label, UbfContext
+from mfargo.compiler.constants import Env, JobSetKey, Label
+
+from metaflow_extensions.mfargo.plugins import pod_contract
 
 from . import common, emit, expr, gang, gang_policy, pod_command, wiring
 
@@ -68,13 +72,18 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     jobset_annotations = annotations
     if placement.exclusive_topology:
         jobset_annotations = {**annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}
-    shared_env = _shared_env(step, wf, name)
     command = pod_command.gang_script(step, wf)
     container, pod_spec = _pod(step, step.compute, command, name)
-    # Per-role pods: the control may have its own size, image and placement (@jobset(control=...)).
-    control, control_spec = (container, pod_spec) if placement.control in (None, step.compute) else \
-        _pod(step, placement.control, command, name)
     pod_failure = gang_policy.pod_failure_policy(placement, container["name"])
+    if placement.control in (None, step.compute):
+        first_job = JobSetKey.RANKS_JOB
+        jobs = [(JobSetKey.RANKS_JOB, emit.BareTag(gang.NUM_PARALLEL), container, pod_spec)]
+    else:  # the control's own size, image and placement (@jobset(control=...))
+        first_job = JobSetKey.CONTROL_JOB
+        control, control_spec = _pod(step, placement.control, command, name)
+        jobs = [(JobSetKey.CONTROL_JOB, 1, control, control_spec),
+                (JobSetKey.WORKER_JOB, emit.BareTag(gang.WORKER_REPLICAS), container, pod_spec)]
+    shared_env = _shared_env(step, wf, name, first_job)
     # No metadata.namespace: the JobSet lives in the Workflow's namespace, as its owner must.
     return {
         "apiVersion": JobSetKey.API_VERSION,
@@ -88,16 +97,15 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
             "failurePolicy": gang_policy.failure_policy(placement),
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
-                _job(JobSetKey.CONTROL_JOB, 1, pod_metadata, control_spec, pod_failure, control,
-                     shared_env + _role_env(True), step),
-                _job(JobSetKey.WORKER_JOB, emit.BareTag(gang.WORKER_REPLICAS), pod_metadata, pod_spec, pod_failure, container,
-                     shared_env + _role_env(False), step),
+                _job(job, replicas, pod_metadata, spec, pod_failure, pod_container,
+                     shared_env + [{"name": Env.FIRST_RANK, "value": str(pod_contract.FIRST_RANK[job])}], step)
+                for job, replicas, pod_container, spec in jobs
             ],
         },
     }
 
 
-def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
+def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str, first_job: str) -> list[dict]:
     """Env of every gang pod: the workflow's, the step's, pod identity, and the gang contract.
     The step's @environment replaces a workflow variable of the same name, as Argo's merge of
     templateDefaults does for every other step (a JobSet's env is a list-map: one entry per name)."""
@@ -105,12 +113,11 @@ def _shared_env(step: ir.Step, wf: ir.Workflow, jobset: str) -> list[dict]:
     own = {name for name, _ in step.environment}
     models = common.env_vars([(k, v) for k, v in wf.env if k not in own]) + common.env_vars(step.environment)
     return models + common.identity_env() + [
-        {"name": Env.MASTER_ADDR, "value": naming.control_host(jobset, namespace)},
+        {"name": Env.MASTER_ADDR, "value": naming.control_host(jobset, first_job, namespace)},
         {"name": Env.MASTER_PORT, "value": str(step.compute.port) if step.compute.port else "None"},
         {"name": Env.WORLD_SIZE, "value": gang.NUM_PARALLEL},
         {"name": Env.CONTROL_TASK_ID, "value": naming.control_task_id(gang.ENTROPY)},
-        _annotation_ref(Env.WORKER_REPLICA_INDEX, JobSetKey.JOB_INDEX),
-        _annotation_ref(Env.TASK_ID_SUFFIX, JobSetKey.JOB_INDEX),
+        _annotation_ref(Env.JOB_INDEX, JobSetKey.JOB_INDEX),
         _annotation_ref(Env.JOBSET_RESTART_ATTEMPT, JobSetKey.RESTART_ATTEMPT),
         _annotation_ref(Env.JOBSET_NAME, JobSetKey.JOBSET_NAME),
     ]
@@ -128,19 +135,6 @@ def _refuse_contract_names(step: ir.Step, env: list[dict]) -> None:
         if name in own and names.count(name) > 1:
             raise CompileError("%s is set by mfargo in every gang pod (%s); use another name"
                                % (name, "Metaflow's @parallel contract or the pod's identity"), step.name, "environment")
-
-
-def _role_env(control: bool) -> list[dict]:
-    if control:
-        return [
-            {"name": Env.UBF_CONTEXT, "value": UbfContext.CONTROL},
-            {"name": Env.CONTROL_INDEX, "value": "0"},
-            {"name": Env.TASK_ID_PREFIX, "value": JobSetKey.CONTROL_JOB},
-        ]
-    return [
-        {"name": Env.UBF_CONTEXT, "value": UbfContext.TASK},
-        {"name": Env.TASK_ID_PREFIX, "value": JobSetKey.WORKER_JOB},
-    ]
 
 
 def _annotation_ref(name: str, key: str) -> dict:

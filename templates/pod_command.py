@@ -35,13 +35,14 @@ def step_args(step: ir.Step, wf: ir.Workflow) -> list[str]:
 
 
 def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
-    """Every gang pod, control or worker: its role comes from the JobSet env contract."""
+    """Every gang pod, control or worker: its rank, role and task id come from its JobSet env."""
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands, wf.datastore)
+    lines += naming.gang_rank_lines()
     lines.append(gang.pod_input_path(step.gang, wiring.step_ctx(step)))
     counter = gang.attempt_counter(wf.flow_name, step.name)
     setup, attempt, max_retries = sh.gang_attempt(
         common.attempt_tag(step.retry), step.gang.placement.max_restarts, step.retry.user_retries, counter)
-    call = _call(step, wf, gang.pod_task_id(), split_index=sh.GANG_SPLIT_INDEX, ubf=sh.Var(Env.UBF_CONTEXT),
+    call = _call(step, wf, gang.pod_task_id(), split_index=naming.GANG_RANK, ubf=naming.GANG_UBF_CONTEXT,
                  num_parallel=gang.NUM_PARALLEL, retry_count=attempt, max_retries=max_retries)
     lines += setup
     lines.append(task_log_env(call, wf))

@@ -113,7 +113,7 @@ def test_gang_ids_follow_metaflows_contract():
     assert naming.worker_task_id("abc", "2") == "worker-abc-2"
     assert naming.jobset_name("abc", None) == "js-abc"
     assert naming.jobset_name("abc", "1") == "js-abc-1"
-    assert naming.control_host("js-abc", "ns") == "js-abc-control-0-0.js-abc.ns.svc.cluster.local"
+    assert naming.control_host("js-abc", "rank", "ns") == "js-abc-rank-0-0.js-abc.ns.svc.cluster.local"
 
 
 @pytest.mark.parametrize("name", ["HelloFlow", "my_flow", "a" * 200, "Ünïcode Flow", "x.y"])

@@ -11,12 +11,12 @@ from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
 from mfargo.compiler import naming
 
-# The runner plays the kernel's OOM killer on worker 1 (rank 2), 8 s after it starts, in
+# The runner plays the kernel's OOM killer on rank 2 (worker 1), 8 s after it starts, in
 # both Argo attempts (each attempt is a new JobSet, so restart attempt 0 again).
-OOM_GANG = gang_flow("OomFlow", '@retry(times=1)\n@kubernetes(annotations={"mfargo.runner/faults": "worker-1@0=oom:8"})',
+OOM_GANG = gang_flow("OomFlow", '@retry(times=1)\n@kubernetes(annotations={"mfargo.runner/faults": "rank-2@0=oom:8"})',
                      "time.sleep(300)", num_parallel=3, imports="import time")
 
-MESSAGE = r"gang step train: rank 2 \(worker\) failed first: OOMKilled, exit code 137 \(pod js-\w{10}-1-worker-1-0-\w+"
+MESSAGE = r"gang step train: rank 2 \(worker\) failed first: OOMKilled, exit code 137 \(pod js-\w{10}-1-rank-2-0-\w+"
 
 
 def test_oom_killed_rank_is_reported_once_after_the_last_attempt(mf_env, tmp_path):
@@ -50,6 +50,6 @@ def test_oom_killed_rank_is_reported_once_after_the_last_attempt(mf_env, tmp_pat
     first, md = got["md"]
     assert first is None  # not after the first attempt: once, on the last
     assert json.loads(md) == {
-        "jobset": jobset, "rank": 2, "role": "worker", "job": "%s-worker-1" % jobset, "pod": json.loads(md)["pod"],
+        "jobset": jobset, "rank": 2, "role": "worker", "job": "%s-rank-2" % jobset, "pod": json.loads(md)["pod"],
         "reason": "OOMKilled", "exit_code": 137, "jobset_reason": "ReachedMaxRestarts", "restarts": 0}
-    assert json.loads(md)["pod"].startswith("%s-worker-1-0-" % jobset)
+    assert json.loads(md)["pod"].startswith("%s-rank-2-0-" % jobset)

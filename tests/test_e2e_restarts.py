@@ -15,8 +15,8 @@ class PreemptFlow(FlowSpec):
     def start(self):
         self.next(self.train, num_parallel=2)
 
-    # The runner plays a preemption of worker 0 in the gang's first generation.
-    @kubernetes(annotations={"mfargo.runner/faults": "worker-0@0=preempt:10"})
+    # The runner plays a preemption of rank 1 (worker 0) in the gang's first generation.
+    @kubernetes(annotations={"mfargo.runner/faults": "rank-1@0=preempt:10"})
     @jobset(max_restarts=1)
     @retry(times=1)
     @parallel
@@ -105,11 +105,11 @@ def test_user_code_failure_fails_the_jobset_at_once_and_argo_retries(mf_env, tmp
     assert first["terminalState"] == "Failed" and first["restarts"] == 0  # no JobSet restart
     [failed] = [cond for cond in first["conditions"] if cond["type"] == "Failed"]
     assert failed["reason"] == "FailJobSetFailurePolicyAction"
-    assert re.fullmatch(r"applying FailJobSet failure policy action \(first failed job: js-\w{10}-0-worker-0\)",
+    assert re.fullmatch(r"applying FailJobSet failure policy action \(first failed job: js-\w{10}-0-rank-1\)",
                         failed["message"]), failed
     assert second["terminalState"] == "Completed" and second["restarts"] == 0
     text = "\n".join(rec.lines())
-    assert re.search(r"Container main for pod \S+/js-\w{10}-0-worker-0-0-\w+ failed with exit code 1 "
+    assert re.search(r"Container main for pod \S+/js-\w{10}-0-rank-1-0-\w+ failed with exit code 1 "
                      r"matching FailJob rule at index 1", text), text[-3000:]
     got = c.client("""
         run = Run(sys.argv[1])

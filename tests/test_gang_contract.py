@@ -34,6 +34,7 @@ if [ "$1" = -m ]; then
 fi
 # Records the Metaflow command line and the input paths it would read.
 printf '%s\\n' "$@" > "$RECORD_DIR/argv.$$"
+env | grep '^MF_' > "$RECORD_DIR/env.$$" || true
 for ((i = 1; i <= $#; i++)); do
   if [ "${!i}" = --input-paths-filename ]; then j=$((i + 1)); cat "${!j}" > "$RECORD_DIR/paths.$$"; fi
 done
@@ -68,7 +69,9 @@ def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dic
     calls = []
     for argv_file in sorted(record.glob("argv.*"), key=lambda p: int(p.suffix[1:])):
         paths = record / ("paths" + argv_file.suffix)
-        calls.append({"argv": argv_file.read_text().split("\n")[:-1], "paths": paths.read_text() if paths.exists() else None})
+        env_lines = (record / ("env" + argv_file.suffix)).read_text().splitlines()
+        calls.append({"argv": argv_file.read_text().split("\n")[:-1], "paths": paths.read_text() if paths.exists() else None,
+                      "env": dict(line.split("=", 1) for line in env_lines)})
     return calls
 
 
@@ -97,16 +100,17 @@ def test_resource_template_creates_a_jobset_and_waits_on_terminal_state(doc):
     assert train["retryStrategy"]["limit"] == 1
 
 
-def test_manifest_is_yaml_with_a_plain_worker_count(doc):
+def test_manifest_is_yaml_with_a_plain_gang_size(doc):
     manifest = templates(doc)["train"]["resource"]["manifest"]
-    assert "replicas: {{inputs.parameters.worker-count}}\n" in manifest
+    assert "replicas: {{inputs.parameters.num-parallel}}\n" in manifest
     assert "{{=" not in manifest
     # Argo's own lint: tags become placeholders, then the manifest must parse.
     parsed = yaml.safe_load(re.sub(r"\{\{[^}]+\}\}", "1", manifest))
-    assert parsed["spec"]["replicatedJobs"][1]["replicas"] == 1
+    assert parsed["spec"]["replicatedJobs"][0]["replicas"] == 1
 
 
 def test_jobset_shape(jobset):
+    """One replicated job holds every rank: the pod is written once."""
     assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
     assert jobset["metadata"]["name"] == "js-<inputs.parameters.task-id-entropy>-<retries>"
     assert jobset["spec"]["network"] == {
@@ -115,14 +119,12 @@ def test_jobset_shape(jobset):
         "subdomain": jobset["metadata"]["name"],
     }
     assert jobset["spec"]["ttlSecondsAfterFinished"] > 0
-    control, worker = jobset["spec"]["replicatedJobs"]
-    assert (control["name"], control["replicas"]) == ("control", 1)
-    assert worker["name"] == "worker"
-    for job in (control, worker):
-        spec = job["template"]["spec"]
-        assert spec["backoffLimit"] == 0
-        assert spec["template"]["spec"]["restartPolicy"] == "Never"
-        assert spec["template"]["spec"]["subdomain"] == jobset["metadata"]["name"]
+    [ranks] = jobset["spec"]["replicatedJobs"]
+    assert (ranks["name"], ranks["replicas"]) == ("rank", "<inputs.parameters.num-parallel>")
+    spec = ranks["template"]["spec"]
+    assert spec["backoffLimit"] == 0
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    assert spec["template"]["spec"]["subdomain"] == jobset["metadata"]["name"]
 
 
 def _env(job) -> dict:
@@ -131,20 +133,19 @@ def _env(job) -> dict:
 
 
 def test_pod_env_matches_metaflow_contract(jobset):
-    control, worker = (_env(j) for j in jobset["spec"]["replicatedJobs"])
+    [env] = (_env(j) for j in jobset["spec"]["replicatedJobs"])
     name = "js-<inputs.parameters.task-id-entropy>-<retries>"
-    for env in (control, worker):
-        assert env["MF_MASTER_ADDR"] == "%s-control-0-0.%s.default.svc.cluster.local" % (name, name)
-        assert env["MF_MASTER_PORT"] == "29500"
-        assert env["MF_WORLD_SIZE"] == "<inputs.parameters.num-parallel>"
-        assert env["MF_PARALLEL_CONTROL_TASK_ID"] == "control-<inputs.parameters.task-id-entropy>-0"
-        index = {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/job-index']"}}
-        assert env["MF_WORKER_REPLICA_INDEX"] == index and env["TASK_ID_SUFFIX"] == index
-        assert env["JOBSET_RESTART_ATTEMPT"] == {
-            "fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}
-        }
-    assert control["UBF_CONTEXT"] == "ubf_control" and control["MF_CONTROL_INDEX"] == "0"
-    assert worker["UBF_CONTEXT"] == "ubf_task" and "MF_CONTROL_INDEX" not in worker
+    assert env["MF_MASTER_ADDR"] == "%s-rank-0-0.%s.default.svc.cluster.local" % (name, name)
+    assert env["MF_MASTER_PORT"] == "29500"
+    assert env["MF_WORLD_SIZE"] == "<inputs.parameters.num-parallel>"
+    assert env["MF_PARALLEL_CONTROL_TASK_ID"] == "control-<inputs.parameters.task-id-entropy>-0"
+    assert env["MFARGO_JOB_INDEX"] == {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/job-index']"}}
+    assert env["MFARGO_FIRST_RANK"] == "0"
+    assert env["JOBSET_RESTART_ATTEMPT"] == {
+        "fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"}
+    }
+    # The role's variables are the pod's bash's to set, from its rank.
+    assert not {"MF_CONTROL_INDEX", "MF_WORKER_REPLICA_INDEX", "UBF_CONTEXT"} & set(env)
 
 
 VALUES = {
@@ -156,9 +157,8 @@ VALUES = {
 }
 
 
-@pytest.fixture(scope="module")
-def pods(doc):
-    """Each replicated job's (command, literal env) with the worker count tag made an int."""
+def job_pods(doc) -> list[tuple[list[str], dict]]:
+    """Each replicated job's (command, literal env) with the run-time replicas made an int."""
     manifest = re.sub(r"replicas: \{\{[^}]+\}\}", "replicas: 0", templates(doc)["train"]["resource"]["manifest"])
     out = []
     for job in yaml.safe_load(manifest)["spec"]["replicatedJobs"]:
@@ -168,21 +168,48 @@ def pods(doc):
     return out
 
 
-def test_control_and_worker_task_ids_and_split_indices(tmp_path, pods):
-    (control_cmd, control_env), (worker_cmd, worker_env) = pods
+def assert_rank(call: dict, rank: int) -> None:
+    """What a pod of rank ``rank`` passes Metaflow (task id, split index, UBF role) and the
+    role variable Metaflow's @kubernetes reads to set current.parallel.node_index."""
+    argv, env = call["argv"], call["env"]
+    assert opt(argv, "--split-index") == str(rank)
+    if rank == 0:
+        assert opt(argv, "--task-id") == "control-e1e2e3e4e5-0"
+        assert opt(argv, "--ubf-context") == "ubf_control"
+        assert env.get("MF_CONTROL_INDEX") == "0" and "MF_WORKER_REPLICA_INDEX" not in env
+    else:
+        assert opt(argv, "--task-id") == "worker-e1e2e3e4e5-%d" % (rank - 1)
+        assert opt(argv, "--ubf-context") == "ubf_task"
+        assert env.get("MF_WORKER_REPLICA_INDEX") == str(rank - 1) and "MF_CONTROL_INDEX" not in env
+
+
+def test_every_rank_gets_its_task_id_and_split_index_from_its_job_index(tmp_path, doc):
+    [(command, env)] = job_pods(doc)
     values = dict(VALUES, **{"inputs.parameters.num-parallel": "3"})
-    # The downward API fills job-index from the JobSet's annotation: 0 for the control.
-    [control] = run_pod(tmp_path, control_cmd, values, env=dict(control_env, TASK_ID_SUFFIX="0", MF_WORKER_REPLICA_INDEX="0"))
-    assert opt(control["argv"], "--task-id") == "control-e1e2e3e4e5-0"
-    assert opt(control["argv"], "--split-index") == "0"
-    assert opt(control["argv"], "--ubf-context") == "ubf_control"
-    assert opt(control["argv"], "--retry-count") == "1"
-    assert control["paths"] == "argo-dt-abcde/start/start"
-    for i in range(2):
-        [worker] = run_pod(tmp_path, worker_cmd, values, env=dict(worker_env, TASK_ID_SUFFIX=str(i), MF_WORKER_REPLICA_INDEX=str(i)))
-        assert opt(worker["argv"], "--task-id") == "worker-e1e2e3e4e5-%d" % i
-        assert opt(worker["argv"], "--split-index") == str(i + 1)
-        assert opt(worker["argv"], "--ubf-context") == "ubf_task"
+    for rank in range(3):  # the downward API fills the job index from the JobSet's annotation
+        [call] = run_pod(tmp_path, command, values, env=dict(env, MFARGO_JOB_INDEX=str(rank)))
+        assert_rank(call, rank)
+        assert opt(call["argv"], "--retry-count") == "1"
+        assert call["paths"] == "argo-dt-abcde/start/start"
+
+
+def test_a_control_with_its_own_pod_gets_its_own_job_and_the_ranks_stay(tmp_path):
+    doc = compile_source(tmp_path, gang_flow("G", '@jobset(control={"cpu": 2})', num_parallel=3), "--code-in-image", "/app")[0]
+    js = yaml.safe_load(as_substituted(templates(doc)["train"]["resource"]["manifest"]))
+    control, worker = js["spec"]["replicatedJobs"]
+    assert (control["name"], control["replicas"], worker["name"], worker["replicas"]) == (
+        "control", 1, "worker", "<inputs.parameters.worker-count>")
+    name = js["metadata"]["name"]
+    assert {_env(j)["MF_MASTER_ADDR"] for j in (control, worker)} == {"%s-control-0-0.%s.default.svc.cluster.local" % (name, name)}
+    (control_cmd, control_env), (worker_cmd, worker_env) = job_pods(doc)
+    assert (control_env["MFARGO_FIRST_RANK"], worker_env["MFARGO_FIRST_RANK"]) == ("0", "1")
+    values = dict(VALUES, **{"inputs.parameters.num-parallel": "3"})
+    values.pop("retries")
+    [call] = run_pod(tmp_path, control_cmd, values, env=dict(control_env, MFARGO_JOB_INDEX="0"))
+    assert_rank(call, 0)
+    for job_index in range(2):
+        [call] = run_pod(tmp_path, worker_cmd, values, env=dict(worker_env, MFARGO_JOB_INDEX=str(job_index)))
+        assert_rank(call, job_index + 1)
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -230,8 +257,7 @@ def test_jobset_decorator_places_and_restarts_the_gang(tmp_path):
     command = container["template"]["spec"]["template"]["spec"]["containers"][0]["command"]
     for retries, next_attempt, max_retries in [("0", "0", "1"), ("0", "2", "3"), ("1", "1", "1"), ("2", "4", "4")]:
         values = dict(VALUES, **{"inputs.parameters.num-parallel": "2", "retries": retries})
-        env = {"TASK_ID_PREFIX": "control", "TASK_ID_SUFFIX": "0", "MF_CONTROL_INDEX": "0",
-               "UBF_CONTEXT": "ubf_control", "NEXT_ATTEMPT": next_attempt}
+        env = {"MFARGO_FIRST_RANK": "0", "MFARGO_JOB_INDEX": "0", "NEXT_ATTEMPT": next_attempt}
         [call] = run_pod(tmp_path, command, values, env=env)
         assert opt(call["argv"], "--retry-count") == next_attempt
         assert opt(call["argv"], "--max-user-code-retries") == max_retries

@@ -155,7 +155,7 @@ def test_every_gang_task_has_a_report_task_beside_it_and_no_hook(training_docs):
                                           container["terminationMessagePath"])
         assert control == "control-{{inputs.parameters.task-id-entropy}}-0"
         text = templates[task["template"]]["resource"]["manifest"]
-        manifest = yaml.safe_load(text.replace("{{inputs.parameters.worker-count}}", "1"))  # a bare tag
+        manifest = yaml.safe_load(text.replace("{{inputs.parameters.num-parallel}}", "2"))  # a bare tag
         retries = templates[task["template"]]["retryStrategy"]["limit"]
         newest = manifest["metadata"]["name"].replace("{{retries}}", str(retries))
         assert jobsets == [newest.rsplit("-", 1)[0] + "-%d" % n for n in range(int(retries), -1, -1)]

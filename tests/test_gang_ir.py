@@ -101,11 +101,15 @@ def test_pod_hooks_rebuild_the_ids_the_join_builds(compiled, monkeypatch, n):
     join_ids = _bash(naming.gang_task_ids_shell(entropy, str(n)), {}, "ids").split(",")
     assert in_pod == join_ids == pod_contract.gang_task_ids(entropy, n)
 
-    own_ids = [_bash([(sh.Cat((sh.Raw("id="), naming.gang_task_id_shell(entropy))),)],
-                     {Env.TASK_ID_PREFIX: role, Env.TASK_ID_SUFFIX: str(index)}, "id")
-               for role, index in [(pod_contract.CONTROL_ROLE, 0)]
-               + [(pod_contract.WORKER_ROLE, i) for i in range(n - 1)]]
-    assert own_ids == in_pod
+    def own_ids(jobs):  # each pod's id, from its replicated job and job index
+        line = (sh.Cat((sh.Raw("id="), naming.gang_task_id_shell(entropy))),)
+        return [_bash(naming.gang_rank_lines() + [line],
+                      {Env.FIRST_RANK: str(pod_contract.FIRST_RANK[job]), Env.JOB_INDEX: str(index)}, "id")
+                for job, index in jobs]
+
+    assert own_ids([(pod_contract.RANKS_JOB, i) for i in range(n)]) == in_pod
+    # With a control pod of its own (two replicated jobs) the ranks and ids are the same.
+    assert own_ids([(pod_contract.CONTROL_ROLE, 0)] + [(pod_contract.WORKER_ROLE, i) for i in range(n - 1)]) == in_pod
 
 
 def test_entropy_round_trip():
@@ -125,10 +129,10 @@ def test_every_rank_is_found_by_argo_logs(compiled):
     wf, _ = compiled
     text = json.dumps(jobset.manifest(wf.steps["train"], wf)).replace("{{workflow.name}}", "dt-abcde")
     obj = json.loads(text)
-    for rj in obj["spec"]["replicatedJobs"]:
-        rj["replicas"] = 2 if rj["name"] == JobSetKey.WORKER_JOB else 1
+    [ranks] = obj["spec"]["replicatedJobs"]
+    ranks["replicas"] = 3
     obj["metadata"]["name"] = "js-e"
-    for rjob, replicas in ((JobSetKey.CONTROL_JOB, 1), (JobSetKey.WORKER_JOB, 2)):
+    for rjob, replicas in ((JobSetKey.RANKS_JOB, 3),):
         for j in range(replicas):
             pod = jobset_pod.build(obj, "default", rjob, replicas, j, j, 0, 0, 3)
             assert pod.labels[Label.ARGO_WORKFLOW] == "dt-abcde"

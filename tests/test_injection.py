@@ -104,7 +104,7 @@ def _assert_values_never_in_template_text(doc):
         assert env["MFARGO_PARAM_BASE64_METAFLOW_INIT_%s" % name.upper()] == (
             "{{=toBase64(workflow.parameters['%s'])}}" % name)
     text = templates(doc)["train"]["resource"]["manifest"]
-    manifest = yaml.safe_load(text.replace("{{inputs.parameters.worker-count}}", "1"))
+    manifest = yaml.safe_load(text.replace("{{inputs.parameters.num-parallel}}", "2"))
     assert "workflow.parameters" not in yaml.safe_dump(manifest)
     # Kubernetes' expansion of the env value (every name defined) gives back ENV_PAYLOAD
     pod = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]

@@ -56,7 +56,7 @@ def gang_bundle() -> str:
 
 def test_pods_use_the_internal_service_url(gang_bundle):
     containers = pods(gang_bundle)
-    assert {p["where"] for p in containers} >= {"train/control", "train/worker", "start"}
+    assert {p["where"] for p in containers} >= {"train/rank", "start"}
     for pod in containers:
         assert env_value(pod, "METAFLOW_SERVICE_URL") == "http://metadata.mf.svc:8080", pod["where"]
 

@@ -69,7 +69,7 @@ def _first_failed_job(jobset, jobs):
 
 def _rank(obj):
     labels = obj["metadata"].get("labels") or {}
-    return pod_contract.gang_rank(labels.get(REPLICATED_JOB), labels.get(JOB_INDEX) or 0)
+    return pod_contract.gang_rank(labels.get(REPLICATED_JOB) or pod_contract.RANKS_JOB, labels.get(JOB_INDEX) or 0)
 
 
 def _failed_pod(job, pods):
@@ -108,11 +108,10 @@ def first_failure(jobset, jobs, pods):
     if job is None:
         return None
     pod = _failed_pod(job, pods)
-    labels = job["metadata"].get("labels") or {}
     status = jobset.get("status") or {}
     exit_code = _terminated(pod).get("exitCode") if pod else None
     return GangFailure(
-        jobset=jobset["metadata"]["name"], rank=_rank(job), role=labels.get(REPLICATED_JOB) or "?", job=job["metadata"]["name"],
+        jobset=jobset["metadata"]["name"], rank=_rank(job), role=pod_contract.rank_role(_rank(job)), job=job["metadata"]["name"],
         pod=pod["metadata"]["name"] if pod else "", reason=_reason(job, pod),
         exit_code=int(exit_code) if exit_code is not None else None,
         jobset_reason=(_condition(jobset, "Failed") or {}).get("reason") or "Failed",

@@ -16,12 +16,18 @@ NUM_SPLITS_FILE = "num-splits"  # JSON list [0..K-1], feeds withParam
 SPLIT_CARDINALITY_FILE = "split-cardinality"
 SWITCH_STEP_FILE = "switch-step"
 NUM_PARALLEL_FILE = "num-parallel"  # the gang size N (the splitter's num_parallel)
-WORKER_COUNT_FILE = "worker-count"  # N - 1: the worker job's replicas
+WORKER_COUNT_FILE = "worker-count"  # N - 1: the worker job's replicas (when the control has its own pod)
 ENTROPY_FILE = "task-id-entropy"  # E, minted once per gang (per split) by the splitter
 
-# The gang's replicated jobs (JobSet) and the task-id roles (Metaflow's contract).
+# The task-id roles (Metaflow's contract): rank 0 is the control, ranks 1..N-1 the workers.
 CONTROL_ROLE = "control"
 WORKER_ROLE = "worker"
+# The gang's replicated jobs (JobSet). Every rank runs the same pod, so one job of N
+# replicas (RANKS_JOB) holds them all; only when @jobset(control=...) gives the control a
+# pod of its own are there two: CONTROL_ROLE (1 replica) and WORKER_ROLE (N - 1).
+RANKS_JOB = "rank"
+# A pod's rank is its replicated job's first rank plus its job index.
+FIRST_RANK = {RANKS_JOB: 0, CONTROL_ROLE: 0, WORKER_ROLE: 1}
 # Labels the JobSet and Job controllers put on a gang's Jobs and pods (jobset_types.go, batch/v1).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -49,9 +55,13 @@ def gang_task_ids(entropy, num_parallel):
     return [control_task_id(entropy)] + [worker_task_id(entropy, i) for i in range(int(num_parallel) - 1)]
 
 
-def gang_rank(role, job_index):
-    """Metaflow's split index of a rank: control 0, worker i is i + 1 (the pods' --split-index)."""
-    return 0 if role == CONTROL_ROLE else int(job_index) + 1
+def gang_rank(replicated_job, job_index):
+    """A pod's rank, Metaflow's split index (the pods' --split-index): control 0, worker i is i + 1."""
+    return FIRST_RANK[replicated_job] + int(job_index)
+
+
+def rank_role(rank):
+    return CONTROL_ROLE if rank == 0 else WORKER_ROLE
 
 
 # Where the gang failure report writes the message Argo shows on its node (the container's
