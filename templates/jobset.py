@@ -37,8 +37,9 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
         name=wiring.task_name(step.name),
         inputs=wiring.template_inputs_model(step, wf),
         metadata=common.step_metadata(step, step.retry),
-        # Bounds the wait too: a gang that never gets scheduled fails the step.
-        active_deadline_seconds=m.IntOrString(step.timeout_seconds),
+        # No activeDeadlineSeconds here: a resource pod killed by its deadline leaves the workflow
+        # Running forever (argo-workflows#13937, open; seen on v4.0.5). Each Job's deadline bounds
+        # the gang instead (_job), and the JobSet's failure ends this step.
         retry_strategy=common.retry_strategy(step.retry),
         resource=m.ResourceTemplate(
             action="create",
@@ -162,7 +163,6 @@ def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) ->
     pod_spec = {
         "restartPolicy": "Never",
         "subdomain": jobset,
-        "activeDeadlineSeconds": step.timeout_seconds,
     }
     if compute.service_account:
         pod_spec["serviceAccountName"] = compute.service_account
@@ -189,6 +189,9 @@ def _job(name, replicas, pod_metadata, pod_spec, pod_failure, container, env, st
                 # One counted pod failure fails the Job; podFailurePolicy says which count.
                 "backoffLimit": 0,
                 "podFailurePolicy": pod_failure,
+                # @timeout, counted from the Job's start: a pod that is never scheduled or never
+                # pulls its image fails the Job too (DeadlineExceeded), then the JobSet.
+                "activeDeadlineSeconds": step.timeout_seconds,
                 "completions": 1,
                 "parallelism": 1,
                 "template": {"metadata": pod_metadata, "spec": {**pod_spec, "containers": [this_container]}},

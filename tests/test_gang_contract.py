@@ -221,6 +221,19 @@ def test_join_input_paths_built_in_the_pod(tmp_path, doc, n):
     assert opt(call["argv"], "--task-id") == "join"
 
 
+def test_timeout_bounds_each_job_not_the_resource_step(tmp_path):
+    """@timeout on a gang is each Job's activeDeadlineSeconds (from the Job's start: unscheduled
+    pods count), never the resource template's: a resource pod killed by its deadline leaves
+    the workflow Running forever on a real Argo (argo-workflows#13937; e2e/cluster showed it)."""
+    doc = compile_source(tmp_path, gang_flow("G", "@timeout(seconds=90)", imports="from metaflow import timeout"))[0]
+    train = templates(doc)["train"]
+    assert "activeDeadlineSeconds" not in train and "timeout" not in train
+    js = yaml.safe_load(re.sub(r"replicas: \{\{[^}]+\}\}", "replicas: 1", as_substituted(train["resource"]["manifest"])))
+    jobs = [r["template"]["spec"] for r in js["spec"]["replicatedJobs"]]
+    assert len(jobs) >= 1 and [j["activeDeadlineSeconds"] for j in jobs] == [90] * len(jobs)
+    assert all("activeDeadlineSeconds" not in j["template"]["spec"] for j in jobs)
+
+
 def test_no_retries_means_no_retries_tag(tmp_path):
     doc = compile_source(tmp_path, gang_flow("G", num_parallel=1))[0]
     train = templates(doc)["train"]

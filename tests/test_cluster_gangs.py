@@ -1,0 +1,298 @@
+"""Gangs (`@parallel` -> JobSet) on the real engine (e2e/cluster): ranks that meet over cluster
+DNS, a run-time gang size, gangs inside a foreach, failures (exit 1 with @retry and @gang_catch,
+OOMKilled, @timeout), read back with Metaflow's client and from the objects the controllers wrote.
+
+Each test deploys its own flows (their class names make the WorkflowTemplate names unique to
+this file) and deletes its templates and runs when it ends (`deployed`). Pods ask for little:
+the node has 2 CPUs, shared with whoever else runs cluster tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+from clustertools import cluster_env, failed_nodes, flow_cmd, kubectl, trigger, wait_workflow  # noqa: F401
+from test_cluster_e2e import read_run
+
+pytestmark = pytest.mark.cluster
+
+SMALL = "@kubernetes(cpu=0.25, memory=300, port=29500)"
+
+# A TCP barrier every rank runs: workers connect to the control at MF_MASTER_ADDR:MF_MASTER_PORT
+# (a JobSet host name, resolved by cluster DNS) and send their number; the control answers each
+# with the sum of every rank's number, its own included. Every wait is bounded.
+BARRIER = '''
+import os, socket, time
+
+def barrier(rank, world, mine, wait=120):
+    """The sum of every rank's number (mine on this rank), exchanged through the control (rank 0)."""
+    addr, port = os.environ["MF_MASTER_ADDR"], int(os.environ["MF_MASTER_PORT"])
+    if rank == 0:
+        with socket.create_server(("", port)) as server:
+            server.settimeout(wait)
+            peers = [server.accept()[0] for _ in range(world - 1)]
+            for peer in peers:
+                peer.settimeout(wait)
+            total = mine + sum(int(peer.makefile().readline()) for peer in peers)
+            for peer in peers:
+                peer.sendall(b"%d\\n" % total)
+                peer.close()
+            return total
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            peer = socket.create_connection((addr, port), timeout=10)
+            break
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise RuntimeError("control %s:%d unreachable: %s" % (addr, port, e))
+            time.sleep(0.5)
+    with peer:
+        peer.settimeout(wait)
+        peer.sendall(b"%d\\n" % mine)
+        return int(peer.makefile().readline())
+'''
+
+
+def write_flow(tmp_path: Path, name: str, source: str) -> Path:
+    flow = tmp_path / ("%s.py" % name.lower())
+    flow.write_text(textwrap.dedent(source).lstrip())
+    return flow
+
+
+@contextlib.contextmanager
+def deployed(env: dict, *flows: Path):
+    """`argo-workflows create` for each flow; on exit, `argo-workflows delete` for each and
+    every Workflow started from their templates (the JobSets they own go with them)."""
+    created = []
+    try:
+        for flow in flows:
+            flow_cmd(env, flow, "argo-workflows", "create")
+            created.append(flow)
+        yield
+    finally:
+        ns = env["METAFLOW_KUBERNETES_NAMESPACE"]
+        for flow in created:
+            template = flow.stem.lower()
+            names = kubectl(env, "get", "workflows", "-n", ns, "-o", "name",
+                            "-l", "workflows.argoproj.io/workflow-template=" + template).split()
+            if names:
+                kubectl(env, "delete", "-n", ns, "--wait=false", *names)
+            flow_cmd(env, flow, "argo-workflows", "delete")
+
+
+def nodes_by_name(wf: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for node in wf["status"]["nodes"].values():
+        out.setdefault(node["displayName"], []).append(node)
+    return out
+
+
+def jobsets(env: dict, run_id: str) -> list[dict]:
+    """The JobSets of a run (labelled with its workflow's name), oldest first."""
+    items = json.loads(kubectl(env, "get", "jobsets", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
+                               "-l", "workflows.argoproj.io/workflow=" + run_id.removeprefix("argo-")))["items"]
+    return sorted(items, key=lambda js: js["metadata"]["creationTimestamp"])
+
+
+MEET = BARRIER + '''
+from metaflow import FlowSpec, Parameter, current, kubernetes, parallel, step
+
+
+class GangMeetFlow(FlowSpec):
+    nodes = Parameter("nodes", default=2, type=int)
+
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=self.nodes)
+
+    %(small)s
+    @parallel
+    @step
+    def train(self):
+        self.rank, self.world = current.parallel.node_index, current.parallel.num_nodes
+        self.total = barrier(self.rank, self.world, self.rank)
+        print("rank %%d of %%d got %%d from %%s" %% (self.rank, self.world, self.total, os.environ["MF_MASTER_ADDR"]))
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.got = sorted([i.rank, i.world, i.total] for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangMeetFlow()
+''' % {"small": SMALL}
+
+
+def test_gang_of_three_meets_over_cluster_dns(cluster_env, tmp_path):
+    """A gang sized at `trigger` (3, the default is 2) whose ranks exchange their ranks through
+    the control's JobSet host name; each rank's artifacts and log read with Metaflow's client."""
+    flow = write_flow(tmp_path, "GangMeetFlow", MEET)
+    with deployed(cluster_env, flow):
+        run_id = trigger(cluster_env, flow, "--nodes", "3")
+        wf = wait_workflow(cluster_env, run_id, timeout=300)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        got = read_run(cluster_env, f"GangMeetFlow/{run_id}",
+                       "{'ok': run.successful, 'got': run['join'].task.data.got, "
+                       "'tasks': sorted([t.data.rank, t.data.total, t.successful, t.stdout.strip()] "
+                       "for t in run['train'])}")
+        [js] = [j["metadata"]["name"] for j in jobsets(cluster_env, run_id)]
+    assert got["ok"] is True and got["got"] == [[0, 3, 3], [1, 3, 3], [2, 3, 3]], got
+    assert [t[:3] for t in got["tasks"]] == [[0, 3, True], [1, 3, True], [2, 3, True]], got
+    logs = [re.fullmatch(r"rank (\d) of 3 got 3 from (\S+)", t[3]) for t in got["tasks"]]
+    assert all(logs) and [int(m[1]) for m in logs] == [0, 1, 2], got
+    # every rank met the control at its JobSet host name: <pod host>.<jobset>.<namespace>.svc...
+    assert {m[2] for m in logs} == {logs[0][2]}, got
+    assert logs[0][2].endswith(".%s.%s.svc.cluster.local" % (js, cluster_env["METAFLOW_KUBERNETES_NAMESPACE"])), got
+
+
+FOREACH = BARRIER + '''
+from metaflow import FlowSpec, current, kubernetes, parallel, step
+
+
+class GangForeachFlow(FlowSpec):
+    @step
+    def start(self):
+        self.items = ["a", "b"]
+        self.next(self.fan, foreach="items")
+
+    @step
+    def fan(self):
+        self.item = self.input
+        self.next(self.pair, num_parallel=2)
+
+    %(small)s
+    @parallel
+    @step
+    def pair(self):
+        # a's ranks send 10 and 11, b's 20 and 21: a gang that met the other's control would see it
+        self.rank = current.parallel.node_index
+        self.total = barrier(self.rank, 2, 10 * "_ab".index(self.item) + self.rank)
+        self.next(self.pair_join)
+
+    @step
+    def pair_join(self, inputs):
+        self.item = inputs[0].item
+        self.ranks = sorted([i.item, i.rank, i.total] for i in inputs)
+        self.next(self.fan_join)
+
+    @step
+    def fan_join(self, inputs):
+        self.got = sorted(i.ranks for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangForeachFlow()
+''' % {"small": SMALL}
+
+
+def test_gangs_inside_a_foreach(cluster_env, tmp_path):
+    """Two foreach children, each a gang of 2 with its own JobSet and control: each gang's ranks
+    meet only each other, and each join gets its own gang's ranks."""
+    flow = write_flow(tmp_path, "GangForeachFlow", FOREACH)
+    with deployed(cluster_env, flow):
+        run_id = trigger(cluster_env, flow)
+        wf = wait_workflow(cluster_env, run_id, timeout=300)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        got = read_run(cluster_env, f"GangForeachFlow/{run_id}",
+                       "{'ok': run.successful, 'got': run['fan_join'].task.data.got, "
+                       "'pairs': len(list(run['pair'])), 'joins': sorted(t.data.item for t in run['pair_join'])}")
+        assert len(jobsets(cluster_env, run_id)) == 2
+    assert got == {"ok": True, "got": [[["a", 0, 21], ["a", 1, 21]], [["b", 0, 41], ["b", 1, 41]]],
+                   "pairs": 4, "joins": ["a", "b"]}, got
+
+
+RETRY_CATCH = '''
+from metaflow import FlowSpec, current, gang_catch, kubernetes, parallel, retry, step
+
+
+class GangRetryCatchFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.flaky, num_parallel=2)
+
+    %(small)s
+    @retry(times=1, minutes_between_retries=0)
+    @parallel
+    @step
+    def flaky(self):
+        if current.parallel.node_index == 1 and current.retry_count == 0:
+            raise RuntimeError("rank 1 fails on attempt 0")  # the pod exits 1
+        self.attempt = current.retry_count
+        self.next(self.flaky_join)
+
+    @step
+    def flaky_join(self, inputs):
+        self.attempts = [i.attempt for i in inputs]
+        self.next(self.middle)
+
+    @step
+    def middle(self):
+        self.next(self.caught, num_parallel=2)
+
+    %(small)s
+    @gang_catch(var="error", print_exception=False)
+    @parallel
+    @step
+    def caught(self):
+        if current.parallel.node_index == 1:
+            raise ValueError("rank 1 gives up")
+        self.next(self.caught_join)
+
+    @step
+    def caught_join(self, inputs):
+        self.errors = sorted([i.error.type, i.error.exception] if i.error else [] for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangRetryCatchFlow()
+''' % {"small": SMALL}
+
+
+def test_failed_rank_retried_with_a_new_jobset_then_caught(cluster_env, tmp_path):
+    """A rank exits 1 on attempt 0: that JobSet fails, so does its Argo node, and @retry's attempt 1
+    is a new JobSet that completes (Metaflow's client: attempt 1 succeeded, attempt 0 not).
+    Then a gang whose rank always raises under @gang_catch: the run succeeds, the error caught."""
+    flow = write_flow(tmp_path, "GangRetryCatchFlow", RETRY_CATCH)
+    with deployed(cluster_env, flow):
+        run_id = trigger(cluster_env, flow)
+        wf = wait_workflow(cluster_env, run_id, timeout=420)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        nodes = nodes_by_name(wf)
+        states = [(js["metadata"]["annotations"]["metaflow/step_name"], js["status"].get("terminalState"))
+                  for js in jobsets(cluster_env, run_id)]
+        got = read_run(cluster_env, f"GangRetryCatchFlow/{run_id}",
+                       "{'ok': run.successful, 'attempts': run['flaky_join'].task.data.attempts, "
+                       "'errors': run['caught_join'].task.data.errors, "
+                       "'flaky': sorted([t.current_attempt, t.successful, "
+                       "[Task(t.pathspec, attempt=a).successful for a in (0, 1)]] for t in run['flaky'])}"
+                       .replace("Task(", "__import__('metaflow').Task("))
+    assert [n["phase"] for n in nodes["flaky(0)"]] == ["Failed"] and [n["phase"] for n in nodes["flaky(1)"]] == ["Succeeded"]
+    assert [n["phase"] for n in nodes["flaky"]] == ["Succeeded"], nodes["flaky"]
+    assert states == [("flaky", "Failed"), ("flaky", "Completed"), ("caught", "Completed")], states
+    assert got["ok"] is True and got["attempts"] == [1, 1], got
+    # rank 1's attempt 0 failed; rank 0's attempt 0 may have finished or been stopped with its JobSet
+    assert [f[:2] for f in got["flaky"]] == [[1, True], [1, True]] and [f[2][1] for f in got["flaky"]] == [True, True], got
+    assert [f[2][0] for f in got["flaky"]].count(False) >= 1, got
+    assert got["errors"] == [[], ["builtins.ValueError", "rank 1 gives up"]], got
