@@ -13,7 +13,8 @@ Core makes no RBAC for its gang step, and its JobSet is created by a resource te
 that has no `serviceAccountName` (core's `METAFLOW_KUBERNETES_SERVICE_ACCOUNT` reaches its
 container templates only), so it runs as the namespace's `default` account, which on this
 cluster may not create JobSets. For core's run the benchmark binds a Role on JobSets to
-`default` (counted with core's deploy objects; deleted after its run). mfargo's bundle
+`default` (counted with core's deploy objects; deleted after its run; `--no-core-rbac`
+leaves it out, as core's `create` alone would). mfargo's bundle
 brings its own Role/RoleBinding for the account it runs as (`default` here).
 
 Printed per flow and compiler: the Workflow's phase, wall seconds from `kubectl create` of
@@ -221,6 +222,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--flows", default="hello,branches,nested_foreach,distributed_training")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between polls of the run's objects")
     parser.add_argument("--timeout", type=float, default=420, help="seconds a run may take")
+    parser.add_argument("--no-core-rbac", action="store_true",
+                        help="deploy core's gang without the Role (as core's create alone leaves it)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # so that `finally` deletes what was made
     env = cluster_env()
@@ -239,7 +242,7 @@ def main(argv: list[str]) -> None:
                 try:
                     if by == "core":
                         docs = compile_core(path, name, env)
-                        if any("resource" in t for t in docs[0]["spec"]["templates"]):  # a gang step
+                        if not args.no_core_rbac and any("resource" in t for t in docs[0]["spec"]["templates"]):
                             docs = core_rbac(name, kube.ns) + docs
                     else:
                         docs = compile_mfargo(path, name, env)
