@@ -48,7 +48,7 @@ spec:
     retryStrategy: {limit: 0}
     container: {image: IMAGE, command: [bash, -c, "exit 1"]}
   - name: sleep
-    container: {image: IMAGE, command: [bash, -c, "sleep 4"]}
+    container: {image: IMAGE, command: [bash, -c, "sleep 10"]}
   - name: note
     container: {image: IMAGE, command: [bash, -c, "echo noted"]}
   - name: fail-fast
@@ -119,7 +119,9 @@ def test_differences_from_argo_shown_on_the_cluster(cluster_env, tmp_path):
         "item",  # the runner's TaskGroup node for a steps withItems (Argo puts items straight in the group)
     }, seen
     assert set(argo) - set(local) == {"hooks.while-running"}, seen  # workflow hooks: evaluated while running
-    # task hooks: evaluated when the task starts (Running) and when it finished; same node
+    # task hooks: Argo evaluates them whenever it reconciles the workflow, the runner when the
+    # task starts (Running) and when it finished; a task Argo never sees Running (one of four
+    # runs with a 4 s task) has no Running hook there, so the task runs for 10 s
     assert argo["slow.hooks.running"] == local["slow.hooks.running"] == ("Succeeded", ""), seen
     assert argo["hooks.after-failure"] == local["hooks.after-failure"] == ("Succeeded", ""), seen
     fail_fast = "template has failed or errored children and failFast enabled"
