@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+import engine_tools
 from clustertools import STATE, cluster_env, failed_nodes, flow_cmd, kubectl, wait_workflow  # noqa: F401
 from flowtools import EXAMPLES
 from test_cluster_e2e import SMALL_GANG, read_run
@@ -138,7 +140,13 @@ def _scheduled(env, flow, name, runs):
 
 
 def _triggered(env, flow, name, runs):
-    sensor = kube_json(env, "sensor", name)  # accepted by the API server, CRD installed
+    # Stored by the API server (Argo Events' CRD, no schema: any spec is stored); what shows it
+    # is right is Argo Events' own reading of it (no sensor controller runs here).
+    sensor = kube_json(env, "sensor", name)
+    stored = Path(env["TMP_DIR"]) / "sensor.json"
+    stored.write_text(json.dumps(sensor))
+    checked = engine_tools.sensor_validate([stored])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     [dep] = sensor["spec"]["dependencies"]
     # Metaflow's convention: one Argo event name (METAFLOW_ARGO_EVENTS_EVENT), the event's own name in a filter
     assert dep["eventName"] == "metaflow-event" and dep["eventSourceName"] == env["METAFLOW_ARGO_EVENTS_EVENT_SOURCE"], dep
