@@ -3,7 +3,10 @@
 Workflow ``activeDeadlineSeconds`` (running nodes fail, the exit handler still runs)
 and the runner's hard ``timeout`` (exit handlers included); ``spec.hooks.exit`` /
 ``spec.onExit`` and expression hooks ``spec.hooks.<name>.expression`` (evaluated once,
-after the workflow) with ``workflow.status``/``failures``/``duration``.
+after the workflow) with ``workflow.status``/``failures``/``duration``. As in Argo's
+controller (operator.go, after ``executeWfLifeCycleHook``), only the exit handler's
+outcome can turn a succeeded workflow Failed (or Error); an expression hook that fails
+leaves the workflow's phase as it was.
 """
 from __future__ import annotations
 
@@ -115,8 +118,8 @@ async def exit_hooks(ex: "Executor", status: str, message: str, hard_deadline: f
     for name, display, tmpl, args in runs:
         node, _ = await run_bounded(ex, ex.run_template(name, display, tmpl, args, 0), hard_deadline, "_exit")
         node = node or ex.nodes.get(name)
-        if node is not None and node.phase in BAD_PHASES and status == SUCCEEDED:
-            status, message = FAILED, f"{display} failed: {node.message}"
+        if display == "onExit" and node is not None and node.phase in BAD_PHASES and status == SUCCEEDED:
+            status, message = node.phase, f"{display} failed: {node.message}"
         if ex.terminated:
             break
     return status, message

@@ -1,5 +1,6 @@
 """Argo's and JobSet's own validation of what the tests compile: the real `argo lint
---offline` and the JobSet webhook's own code (e2e/tools/jobset-validate).
+--offline` and the JobSet webhook's own code (e2e/tools/jobset-validate); Argo Events' own
+Sensor validation (e2e/tools/sensor-validate) for the tests that call it.
 
 Why: the schemas mfargo checks against are not the engines. A rule only the engine knows
 (the JobSet webhook refused rule names that every schema check, `argo lint` and a server dry
@@ -26,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "e2e" / "build.py"
 BUILD_TIMEOUT = 3600  # seconds: a cold build of argo is ~10 min on a busy 2-core machine
 CHECK_TIMEOUT = 600  # seconds for one lint or webhook run over every recorded file
-ARGO, JOBSET_VALIDATE = "argo", "jobset-validate"
+ARGO, JOBSET_VALIDATE, SENSOR_VALIDATE = "argo", "jobset-validate", "sensor-validate"
 
 _binaries: dict[str, Path] = {}
 
@@ -50,6 +51,13 @@ def argo_lint(paths: list[Path]) -> subprocess.CompletedProcess:
 def jobset_admit(paths: list[Path]) -> subprocess.CompletedProcess:
     """The JobSet webhook's defaulting and create validation, behind the API server's CRD checks."""
     return subprocess.run([str(binary(JOBSET_VALIDATE)), *map(str, paths)],
+                          capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+
+
+def sensor_validate(paths: list[Path]) -> subprocess.CompletedProcess:
+    """Argo Events' own reading of the Sensors in `paths` (strict decoding, ValidateSensor): its
+    Sensor CRD has no schema, so an API server stores any spec."""
+    return subprocess.run([str(binary(SENSOR_VALIDATE)), *map(str, paths)],
                           capture_output=True, text=True, timeout=CHECK_TIMEOUT)
 
 

@@ -142,3 +142,26 @@ def test_mfargo_refuses_exactly_what_the_served_webhook_refuses(case, tmp_path):
     mfargo_refuses = bool(validate_documents([js], jobset_version=SERVED_JOBSET))
     assert mfargo_refuses == webhook_refuses, (case, validate_documents([js], jobset_version=SERVED_JOBSET),
                                                engine_tools.jobset_admit([path]).stdout)
+
+
+def test_argo_events_accepts_the_examples_sensor():
+    checked = engine_tools.sensor_validate(EXAMPLE_BUNDLES)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert any(d and d.get("kind") == "Sensor" for p in EXAMPLE_BUNDLES for d in yaml.safe_load_all(p.read_text()))
+
+
+def test_sensor_validate_refuses_what_argo_events_refuses(tmp_path):
+    sensor = next(d for d in yaml.safe_load_all((EXAMPLES / "triggered.yaml").read_text()) if d["kind"] == "Sensor")
+    no_event = copy.deepcopy(sensor)
+    del no_event["spec"]["dependencies"][0]["eventName"]
+    unknown = copy.deepcopy(sensor)
+    unknown["spec"]["triggers"][0]["template"]["k8s"]["sourceTypo"] = {}
+    for name, doc in (("no_event", no_event), ("unknown", unknown)):
+        (tmp_path / (name + ".yaml")).write_text(yaml.safe_dump(doc))
+    checked = engine_tools.sensor_validate([tmp_path / "no_event.yaml", tmp_path / "unknown.yaml"])
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines() == [
+        "%s: Sensor %s: event dependency must define the EventName" % (tmp_path / "no_event.yaml",
+                                                                     sensor["metadata"]["name"]),
+        "%s: Sensor (document 0): error unmarshaling JSON: while decoding JSON: json: unknown field "
+        "\"sourceTypo\"" % (tmp_path / "unknown.yaml")], checked.stdout

@@ -174,3 +174,29 @@ def test_expression_hooks_and_jobset_delete_in_exit_handler(tmp_path):
     assert result.node("onExit").phase == "Succeeded"
     assert not result.jobsets  # deleted by the exit handler (its pod was killed)
     assert any(e.message == "deleted" for e in rec.events if e.kind == "jobset")
+
+
+def test_only_the_exit_handler_can_fail_a_succeeded_workflow(tmp_path):
+    # Argo v4.0.5 on e2e/cluster (tests/test_cluster_deploy.py, notifications): a `spec.hooks`
+    # expression hook that fails leaves the run Succeeded; a failing exit handler fails it.
+    def run(exit_cmd: str, name: str):
+        return run_yaml(wf("""
+            apiVersion: argoproj.io/v1alpha1
+            kind: WorkflowTemplate
+            metadata: {name: %s}
+            spec:
+              entrypoint: sh
+              hooks:
+                exit: {template: sh, arguments: {parameters: [{name: cmd, value: "%s"}]}}
+                notify:
+                  expression: workflow.status == 'Succeeded'
+                  template: sh
+                  arguments: {parameters: [{name: cmd, value: "exit 3"}]}
+              templates: []
+            """ % (name, exit_cmd)).replace("templates: []\n", "templates:\n"), tmp_path / name)[0]
+
+    ok = run("true", "hookfails")
+    assert (ok.status, ok.node("hooks.notify").phase, ok.node("onExit").phase) == ("Succeeded", "Failed", "Succeeded")
+    bad = run("exit 4", "exitfails")
+    assert (bad.status, bad.node("hooks.notify").phase, bad.node("onExit").phase) == ("Failed", "Failed", "Failed")
+    assert bad.message.startswith("onExit failed"), bad.message
