@@ -11,6 +11,7 @@ import pytest
 # end. Entries are node id prefixes; everything else keeps pytest's order after them. A
 # stale entry only costs balance, never a test.
 SLOW_FIRST = (
+    "tests/test_cluster_gangs.py",
     "tests/test_cluster_e2e.py",
     "tests/test_e2e_includefile.py::test_tutorial_02_runs_then_03",
     "tests/test_environments.py::test_uv_environment_runs_end_to_end",
