@@ -131,9 +131,10 @@ def gang_report_template_name(step: str) -> str:
 
 def gang_report_task_name(step: str) -> str:
     """The DAG task, beside the gang's, running that report: the step's name and a capital
-    (no step name has one). It sorts after the step's own task, so the workflow's message,
-    which Argo takes from the first failed leaf task in name order, stays the gang's (for a
-    step name of over 111 characters, cut to fit, only the capital is kept)."""
+    (no step name has one). It sorts after the step's own task, so `mfargo run`'s message for
+    a failed run, the first failed leaf task's in name order, stays the gang's (a real Argo
+    leaves it empty, argo-workflows#6792; for a step name of over 111 characters, cut to fit,
+    only the capital is kept)."""
     name = "%s-Failure-report" % template_name(step)
     if len(name) <= MAX_ARGO_NAME:
         return name

@@ -11,6 +11,7 @@ import pytest
 # end. Entries are node id prefixes; everything else keeps pytest's order after them. A
 # stale entry only costs balance, never a test.
 SLOW_FIRST = (
+    "tests/test_cluster_gangs.py",
     "tests/test_cluster_e2e.py",
     "tests/test_cluster_deploy.py",
     "tests/test_cluster_parity.py",

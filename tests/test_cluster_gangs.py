@@ -67,22 +67,25 @@ def write_flow(tmp_path: Path, name: str, source: str) -> Path:
 
 @contextlib.contextmanager
 def deployed(env: dict, *flows: Path):
-    """`argo-workflows create` for each flow; on exit, `argo-workflows delete` for each and
-    every Workflow started from their templates (the JobSets they own go with them)."""
-    created = []
+    """`argo-workflows create` for each flow; yields `start(flow, *params)`, which triggers a run
+    and returns its id. On exit every run started so is deleted (the JobSets it owns go with
+    it), then each template with `argo-workflows delete`."""
+    created, runs = [], []
+
+    def start(flow: Path, *params: str) -> str:
+        runs.append(trigger(env, flow, *params))
+        return runs[-1]
+
     try:
         for flow in flows:
             flow_cmd(env, flow, "argo-workflows", "create")
             created.append(flow)
-        yield
+        yield start
     finally:
-        ns = env["METAFLOW_KUBERNETES_NAMESPACE"]
+        if runs:
+            kubectl(env, "delete", "workflows", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "--wait=false",
+                    *(r.removeprefix("argo-") for r in runs))
         for flow in created:
-            template = flow.stem.lower()
-            names = kubectl(env, "get", "workflows", "-n", ns, "-o", "name",
-                            "-l", "workflows.argoproj.io/workflow-template=" + template).split()
-            if names:
-                kubectl(env, "delete", "-n", ns, "--wait=false", *names)
             flow_cmd(env, flow, "argo-workflows", "delete")
 
 
@@ -139,8 +142,8 @@ def test_gang_of_three_meets_over_cluster_dns(cluster_env, tmp_path):
     """A gang sized at `trigger` (3, the default is 2) whose ranks exchange their ranks through
     the control's JobSet host name; each rank's artifacts and log read with Metaflow's client."""
     flow = write_flow(tmp_path, "GangMeetFlow", MEET)
-    with deployed(cluster_env, flow):
-        run_id = trigger(cluster_env, flow, "--nodes", "3")
+    with deployed(cluster_env, flow) as start:
+        run_id = start(flow, "--nodes", "3")
         wf = wait_workflow(cluster_env, run_id, timeout=300)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         got = read_run(cluster_env, f"GangMeetFlow/{run_id}",
@@ -206,8 +209,8 @@ def test_gangs_inside_a_foreach(cluster_env, tmp_path):
     """Two foreach children, each a gang of 2 with its own JobSet and control: each gang's ranks
     meet only each other, and each join gets its own gang's ranks."""
     flow = write_flow(tmp_path, "GangForeachFlow", FOREACH)
-    with deployed(cluster_env, flow):
-        run_id = trigger(cluster_env, flow)
+    with deployed(cluster_env, flow) as start:
+        run_id = start(flow)
         wf = wait_workflow(cluster_env, run_id, timeout=300)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         got = read_run(cluster_env, f"GangForeachFlow/{run_id}",
@@ -275,8 +278,8 @@ def test_failed_rank_retried_with_a_new_jobset_then_caught(cluster_env, tmp_path
     is a new JobSet that completes (Metaflow's client: attempt 1 succeeded, attempt 0 not).
     Then a gang whose rank always raises under @gang_catch: the run succeeds, the error caught."""
     flow = write_flow(tmp_path, "GangRetryCatchFlow", RETRY_CATCH)
-    with deployed(cluster_env, flow):
-        run_id = trigger(cluster_env, flow)
+    with deployed(cluster_env, flow) as start:
+        run_id = start(flow)
         wf = wait_workflow(cluster_env, run_id, timeout=420)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         nodes = nodes_by_name(wf)
@@ -296,3 +299,134 @@ def test_failed_rank_retried_with_a_new_jobset_then_caught(cluster_env, tmp_path
     assert [f[:2] for f in got["flaky"]] == [[1, True], [1, True]] and [f[2][1] for f in got["flaky"]] == [True, True], got
     assert [f[2][0] for f in got["flaky"]].count(False) >= 1, got
     assert got["errors"] == [[], ["builtins.ValueError", "rank 1 gives up"]], got
+
+
+OOM = '''
+from metaflow import FlowSpec, current, kubernetes, parallel, step
+
+
+class GangOomFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @kubernetes(cpu=0.25, memory=256, port=29500, qos="Guaranteed")  # limits = requests
+    @parallel
+    @step
+    def train(self):
+        if current.parallel.node_index == 1:
+            blob = b"x" * (1024 << 20)  # four times the pod's limit: the kernel's OOM killer ends it
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangOomFlow()
+'''
+
+GANG_TIMEOUT = '''
+import time
+from metaflow import FlowSpec, kubernetes, parallel, step, timeout
+
+
+class GangTimeoutFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    %(small)s
+    @timeout(seconds=60)
+    @parallel
+    @step
+    def train(self):
+        time.sleep(600)
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangTimeoutFlow()
+''' % {"small": SMALL}
+
+STEP_TIMEOUT = '''
+import time
+from metaflow import FlowSpec, kubernetes, step, timeout
+
+
+class StepTimeoutFlow(FlowSpec):
+    @kubernetes(cpu=0.25, memory=300)
+    @timeout(seconds=60)
+    @step
+    def start(self):
+        time.sleep(600)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    StepTimeoutFlow()
+'''
+
+
+def test_oom_killed_rank_is_the_reported_reason(cluster_env, tmp_path):
+    """A rank over its memory limit is OOM-killed by the kernel: the JobSet fails, and the gang's
+    failure report names OOMKilled in its Argo node message and in the control task's
+    `gang-failure` metadata (Metaflow's client)."""
+    flow = write_flow(tmp_path, "GangOomFlow", OOM)
+    with deployed(cluster_env, flow) as start:
+        run_id = start(flow)
+        wf = wait_workflow(cluster_env, run_id, timeout=300)
+        nodes = nodes_by_name(wf)
+        [js] = jobsets(cluster_env, run_id)
+        got = read_run(cluster_env, f"GangOomFlow/{run_id}",
+                       "{'finished': run.finished, 'ok': run.successful, "
+                       "'md': [t.metadata_dict.get('gang-failure') for t in run['train'] if t.id.startswith('control-')]}")
+    assert wf["status"]["phase"] == "Failed" and js["status"]["terminalState"] == "Failed", failed_nodes(wf)
+    assert [n["phase"] for n in nodes["train"]] == ["Failed"], failed_nodes(wf)
+    assert [n["phase"] for n in nodes["join"]] == ["Omitted"], failed_nodes(wf)
+    [report] = nodes["train-Failure-report"]
+    assert report["phase"] == "Failed" and re.fullmatch(
+        r"(main: )?Error \(exit code 1\): gang step train: rank 1 \(worker\) failed first: OOMKilled, exit code 137 "
+        r"\(pod %s-\S+; JobSet %s: \w+ after 0 restarts\)" % (js["metadata"]["name"], js["metadata"]["name"]),
+        report["message"]), report["message"]
+    assert got["ok"] is False and got["md"][0], got
+    md = json.loads(got["md"][0])
+    assert (md["rank"], md["role"], md["reason"], md["exit_code"], md["jobset"]) == \
+        (1, "worker", "OOMKilled", 137, js["metadata"]["name"]), md
+
+
+def test_timeouts_fail_a_gang_step_and_a_plain_step(cluster_env, tmp_path):
+    """@timeout(seconds=60) (Metaflow's minimum on Kubernetes) on a gang step and on a plain
+    step, both sleeping past it, run side by side: each run fails at its step once the time is
+    up, with the reason in Argo's node messages (the gang's through its failure report)."""
+    gang, plain = write_flow(tmp_path, "GangTimeoutFlow", GANG_TIMEOUT), write_flow(tmp_path, "StepTimeoutFlow", STEP_TIMEOUT)
+    with deployed(cluster_env, gang, plain) as start:
+        gang_run, plain_run = start(gang), start(plain)
+        gang_wf, plain_wf = wait_workflow(cluster_env, gang_run, timeout=420), wait_workflow(cluster_env, plain_run, timeout=300)
+        [js] = jobsets(cluster_env, gang_run)
+    assert plain_wf["status"]["phase"] == "Failed", failed_nodes(plain_wf)
+    [start] = nodes_by_name(plain_wf)["start"]
+    assert start["phase"] == "Failed" and start["message"] == \
+        "Pod was active on the node longer than the specified deadline", start
+    assert gang_wf["status"]["phase"] == "Failed" and js["status"]["terminalState"] == "Failed", failed_nodes(gang_wf)
+    nodes = nodes_by_name(gang_wf)
+    assert [n["phase"] for n in nodes["train"]] == ["Failed"], nodes["train"]
+    [report] = nodes["train-Failure-report"]
+    assert re.search(r"gang step train: rank \d \(\w+\) failed first: DeadlineExceeded", report["message"]), report

@@ -184,8 +184,8 @@ class Hooked(FlowSpec):
 
 
 def test_the_report_task_sorts_after_its_gang_step_and_keeps_its_capital():
-    """Argo's failed-run message comes from the first failed task in name order: the gang
-    step's own (its reason: never scheduled, OOMKilled...), not its report's."""
+    """`mfargo run`'s failed-run message comes from the first failed task in name order: the
+    gang step's own, not its report's (a real Argo leaves it empty: argo-workflows#6792)."""
     for step in ("train", "a", "z" * 111):
         task = naming.gang_report_task_name(step)
         assert sorted([task, naming.template_name(step)])[0] == naming.template_name(step)
