@@ -28,6 +28,7 @@ from test_cluster_e2e import SMALL_GANG, read_run
 pytestmark = pytest.mark.cluster
 
 SMALL_STEPS = "kubernetes:cpu=0.25,memory=300"
+RUN_TIMEOUT = 600  # s: the nested_foreach test (13 pods) took up to 314 s at load ~38 on 2 cores
 BRIDGE_HOST = "10.77.0.1"  # e2e/layout.py: the host's address on the cluster's bridge, which pods reach
 
 
@@ -71,7 +72,7 @@ def start(env: dict, flow: Path, name: str, runs: list[str], *params: str) -> st
 
 
 def succeeded(env: dict, run_id: str) -> dict:
-    wf = wait_workflow(env, run_id, timeout=300)
+    wf = wait_workflow(env, run_id, timeout=RUN_TIMEOUT)
     assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
     return wf
 
@@ -246,7 +247,7 @@ def test_exit_hooks_run_on_success_and_on_failure(cluster_env, tmp_path):
     with deployed(env, flow, name) as runs:
         ok, bad = start(env, flow, name, runs), start(env, flow, name, runs, "--fail", "True")
         ok_wf = succeeded(env, ok)
-        bad_wf = wait_workflow(env, bad, timeout=300)
+        bad_wf = wait_workflow(env, bad, timeout=RUN_TIMEOUT)
         assert bad_wf["status"]["phase"] == "Failed", bad_wf["status"].get("message")
         assert hook_nodes(ok_wf) == {"0-on-success-notify": "Succeeded"}, ok_wf["status"]["nodes"]
         assert hook_nodes(bad_wf) == {"0-on-error-page": "Succeeded"}, failed_nodes(bad_wf)
@@ -310,7 +311,7 @@ def test_notifications_need_their_secrets_then_notify(cluster_env, tmp_path):
             stack.callback(kubectl, env, "delete", "secret", secret, "-n", ns, "--ignore-not-found")
         runs = stack.enter_context(deployed(env, flow, name, *args))
         run_id = start(env, flow, name, runs)
-        wf = wait_workflow(env, run_id, timeout=300)
+        wf = wait_workflow(env, run_id, timeout=RUN_TIMEOUT)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         assert bodies == [{"text": "Metaflow run NotificationsFlow/%s succeeded" % run_id}], bodies
         # PagerDuty's endpoint is unreachable from the cluster (nothing leaves its bridge): that hook
