@@ -199,3 +199,23 @@ def test_a_step_that_redirected_its_output_leaves_the_save_to_the_keeper(tmp_pat
     assert proc.returncode == 0, err
     assert out == b"before\nstep did not save\n"
     assert _saved(tmp_path, "stdout") == ["before", "step did not save"]
+
+
+def test_a_step_stopped_by_sigterm_saves_its_logs_before_it_dies_of_it(tmp_path):
+    cmd = [sys.executable, "-X", "importtime", "-m", TASK_LOGS_MODULE, sys.executable, "-c", textwrap.dedent("""
+        import time
+        from metaflow_extensions.mfargo.plugins.task_logs import StepSide
+        side = StepSide.claim()
+        side.save_on_sigterm()
+        print("working", flush=True)
+        time.sleep(120)
+        print("never printed")
+    """)]
+    proc = subprocess.Popen(cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"working\n"
+    proc.send_signal(signal.SIGTERM)  # the keeper only, as a kubelet signals a container's main process
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, _not_importtime(err)
+    assert out == b""
+    assert _saved(tmp_path, "stdout") == ["working"]
+    assert not {m for m in _imported(err) if m.split(".")[0] == "metaflow"}  # saved by the step itself

@@ -48,6 +48,8 @@ class MfargoInternalDecorator(StepDecorator):
         self._run_id = run_id
         self._task_id = task_id
         self._logs = task_logs.StepSide.claim()
+        if self._logs is not None:
+            self._logs.save_on_sigterm(self._flow_datastore)
         _expose_trigger()
         _register_workflow_metadata(metadata, run_id, step_name, task_id, retry_count)
         if graph[step_name].parallel_step and "MF_WORLD_SIZE" in os.environ:

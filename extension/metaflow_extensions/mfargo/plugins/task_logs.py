@@ -14,9 +14,11 @@ mfargo's decorator (``pod_hooks``), the step process saves the files itself at i
 keeper, stdlib only until then, checks that nothing was printed after that save. It
 imports Metaflow and saves only when needed: output after the step's save (a failure's
 traceback), a command that is not a step (``init``, exit hooks), a step that died
-(SIGTERM, SIGKILL, a crash), and, for a task still running after
+without saving (SIGKILL, a crash), and, for a task still running after
 ``SAVE_WHILE_RUNNING_AFTER`` seconds, on Metaflow's own schedule (``mflog.update_delay``)
-while it runs.
+while it runs. SIGTERM/SIGINT (a deadline, a stopped run, a JobSet restart) are passed on
+to CMD; a step saves its logs on SIGTERM before it dies of it, so a short grace period is
+enough.
 
 The step's save is exact: it prints a token line on both streams (never echoed nor
 logged); once both are written to the files, the keeper sends the files' sizes through a
@@ -77,9 +79,7 @@ def main(argv):
     def pass_on(signum, _frame):
         stopping.append(signum)
         if proc.poll() is None:
-            proc.send_signal(signum)
-        # the step process may die before its own save: be ready to save in a short grace period
-        threading.Thread(target=uploader.prepare, daemon=True).start()
+            proc.send_signal(signum)  # a step saves its logs before it goes (StepSide.save_on_sigterm)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, pass_on)
@@ -165,6 +165,7 @@ class Uploader:
         self._lock = threading.Lock()
         self._saved_sizes = None
         self._store = None
+        self._saved_here = False
         self._warned = False
 
     def while_running(self, done):
@@ -191,7 +192,7 @@ class Uploader:
         Believed only while this keeper has saved nothing itself (its save of a shorter
         prefix could land after the step's)."""
         with self._lock:
-            if self._store is None:
+            if not self._saved_here:
                 self._saved_sizes = dict(sizes)
 
     def save(self, final):
@@ -205,6 +206,7 @@ class Uploader:
                     if sizes[stream]:
                         with open(path, "rb") as f:
                             data[stream] = f.read()
+                self._saved_here = True
                 self._task_store().save_logs(LOG_SOURCE.decode(), data)
                 self._saved_sizes = sizes
             except Exception as error:  # logs are best effort: never fail the task over them
@@ -239,6 +241,7 @@ class StepSide:
         self._ack_fd = ack_fd
         self._token = token
         self._pipes = pipes
+        self._started = False
 
     @classmethod
     def claim(cls):
@@ -256,9 +259,27 @@ class StepSide:
             return None
         return cls(int(fd), token.encode(), pipes)
 
+    def save_on_sigterm(self, flow_datastore=None):
+        """On SIGTERM (a deadline, a stopped run: the keeper passes it on), save, then die
+        of it as before. Only where nothing else handles SIGTERM; a second one kills at once."""
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def save_then_die(signum, _frame):
+            signal.signal(signum, signal.SIG_DFL)
+            try:
+                self.save(flow_datastore)
+            finally:
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, save_then_die)
+
     def save(self, flow_datastore=None):
-        """Save everything printed so far as the task's logs; True if saved. Any failure
-        leaves it to the keeper."""
+        """Save everything printed so far as the task's logs, once; True if saved. Any
+        failure leaves it to the keeper."""
+        if self._started:
+            return False
+        self._started = True
         try:
             sys.stdout.flush()
             sys.stderr.flush()
