@@ -219,3 +219,11 @@ def test_a_step_stopped_by_sigterm_saves_its_logs_before_it_dies_of_it(tmp_path)
     assert out == b""
     assert _saved(tmp_path, "stdout") == ["working"]
     assert not {m for m in _imported(err) if m.split(".")[0] == "metaflow"}  # saved by the step itself
+
+
+def test_a_silent_command_running_past_the_first_save_never_makes_the_keeper_import_metaflow(tmp_path):
+    from metaflow_extensions.mfargo.plugins.task_logs import SAVE_WHILE_RUNNING_AFTER
+
+    proc = _keeper_importtime(tmp_path, "import time; time.sleep(%f)" % (SAVE_WHILE_RUNNING_AFTER + 1.5))
+    assert proc.returncode == 0, _not_importtime(proc.stderr)
+    assert not {m for m in _imported(proc.stderr) if m.split(".")[0] == "metaflow"}

@@ -49,6 +49,7 @@ LOG_SOURCE = b"task"  # metaflow.mflog.TASK_LOG_SOURCE: who minted the timestamp
 DRAIN_SECONDS = 10.0  # after CMD ends, how long a leftover child may keep its output pipe
 DRAIN_SECONDS_TERMINATING = 0.5  # ... when the pod is being stopped (its grace period is short)
 SAVE_WHILE_RUNNING_AFTER = 10.0  # a task running longer has its logs saved while it runs too
+FIRST_OUTPUT_POLL_SECONDS = 0.25  # ... checked this often for a first line (mflog.update_delay's shortest)
 STEP_SIDE_ENV = "MFARGO_TASK_LOGS"  # "<ack fd>:<token>:<stdout pipe inode>:<stderr pipe inode>"
 ACK_SECONDS = 10.0  # how long the step process waits for the keeper's sizes (it is alive: it is reading)
 BARRIER, SAVED = b" barrier\n", b" saved\n"  # after the token: a control line of the step side
@@ -169,23 +170,14 @@ class Uploader:
         self._warned = False
 
     def while_running(self, done):
-        """Once CMD has run SAVE_WHILE_RUNNING_AFTER seconds: save on Metaflow's schedule
-        when the files changed."""
-        start = time.monotonic()
-        if done.wait(SAVE_WHILE_RUNNING_AFTER):
-            return
-        self.prepare()
-        update_delay = metaflow_parts().update_delay
-        while not done.wait(update_delay(time.monotonic() - start)):
+        """Once CMD has run SAVE_WHILE_RUNNING_AFTER seconds: save when the files changed, on
+        Metaflow's schedule once saving (Metaflow is imported at the first save: a silent
+        task never imports it)."""
+        start, delay = time.monotonic(), SAVE_WHILE_RUNNING_AFTER
+        while not done.wait(delay):
             self.save(final=False)
-
-    def prepare(self):
-        """Import Metaflow and open the task's datastore now, so a later save is quick."""
-        with self._lock:
-            try:
-                self._task_store()
-            except Exception:
-                pass  # save() reports it
+            delay = (metaflow_parts().update_delay(time.monotonic() - start) if self._saved_here
+                     else FIRST_OUTPUT_POLL_SECONDS)
 
     def saved_by_step(self, sizes):
         """The step process saved the files up to ``sizes``: the final save may be skipped.
