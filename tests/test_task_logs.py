@@ -60,17 +60,20 @@ def test_logs_go_to_the_attempt_in_MF_ATTEMPT(tmp_path):
 
 
 def test_logs_are_saved_while_the_command_runs(tmp_path):
-    # The command itself waits (bounded) until its first line is in the datastore.
+    # The command itself waits (bounded) until its first line is in the datastore: a task
+    # running past SAVE_WHILE_RUNNING_AFTER seconds has its logs saved while it runs.
+    from metaflow_extensions.mfargo.plugins.task_logs import SAVE_WHILE_RUNNING_AFTER
+
     saved = tmp_path / "ds" / PATHSPEC / "0.task_stdout.log"
     proc = _keeper(tmp_path, """
         import os, sys, time
         print("first")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + %f
         while not os.path.exists(%r) and time.monotonic() < deadline:
             time.sleep(0.05)
         print("saved while running" if os.path.exists(%r) else "never saved")
-    """ % (str(saved), str(saved)))
-    proc.communicate(timeout=60)
+    """ % (SAVE_WHILE_RUNNING_AFTER + 30, str(saved), str(saved)))
+    proc.communicate(timeout=SAVE_WHILE_RUNNING_AFTER + 90)
     assert proc.returncode == 0
     assert _saved(tmp_path, "stdout") == ["first", "saved while running"]
 
@@ -117,10 +120,10 @@ STEP_SIDE = """
 """
 
 
-def _keeper_importtime(tmp_path, code: str):
+def _keeper_importtime(tmp_path, code: str, timeout: float = 60):
     """The keeper with -X importtime (its own imports only: children do not inherit it)."""
     cmd = [sys.executable, "-X", "importtime", "-m", TASK_LOGS_MODULE, sys.executable, "-c", textwrap.dedent(code)]
-    return subprocess.run(cmd, env=_env(tmp_path), capture_output=True, timeout=60)
+    return subprocess.run(cmd, env=_env(tmp_path), capture_output=True, timeout=timeout)
 
 
 def _not_importtime(stderr: bytes) -> str:
@@ -224,6 +227,7 @@ def test_a_step_stopped_by_sigterm_saves_its_logs_before_it_dies_of_it(tmp_path)
 def test_a_silent_command_running_past_the_first_save_never_makes_the_keeper_import_metaflow(tmp_path):
     from metaflow_extensions.mfargo.plugins.task_logs import SAVE_WHILE_RUNNING_AFTER
 
-    proc = _keeper_importtime(tmp_path, "import time; time.sleep(%f)" % (SAVE_WHILE_RUNNING_AFTER + 1.5))
+    proc = _keeper_importtime(tmp_path, "import time; time.sleep(%f)" % (SAVE_WHILE_RUNNING_AFTER + 1.5),
+                              timeout=SAVE_WHILE_RUNNING_AFTER + 60)
     assert proc.returncode == 0, _not_importtime(proc.stderr)
     assert not {m for m in _imported(proc.stderr) if m.split(".")[0] == "metaflow"}

@@ -48,7 +48,10 @@ from datetime import datetime, timezone
 LOG_SOURCE = b"task"  # metaflow.mflog.TASK_LOG_SOURCE: who minted the timestamps
 DRAIN_SECONDS = 10.0  # after CMD ends, how long a leftover child may keep its output pipe
 DRAIN_SECONDS_TERMINATING = 0.5  # ... when the pod is being stopped (its grace period is short)
-SAVE_WHILE_RUNNING_AFTER = 10.0  # a task running longer has its logs saved while it runs too
+# A task running longer has its logs saved while it runs too: at most Metaflow's longest interval
+# between saves (mflog.MAX_UPDATE_DELAY) behind; a shorter one only at its end, as Metaflow's local
+# runtime does, so the keeper never imports Metaflow for it (0.5 CPU-s, a short task's third).
+SAVE_WHILE_RUNNING_AFTER = 30.0
 FIRST_OUTPUT_POLL_SECONDS = 0.25  # ... checked this often for a first line (mflog.update_delay's shortest)
 STEP_SIDE_ENV = "MFARGO_TASK_LOGS"  # "<ack fd>:<token>:<stdout pipe inode>:<stderr pipe inode>"
 ACK_SECONDS = 10.0  # how long the step process waits for the keeper's sizes (it is alive: it is reading)
