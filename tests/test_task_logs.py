@@ -231,3 +231,21 @@ def test_a_silent_command_running_past_the_first_save_never_makes_the_keeper_imp
                               timeout=SAVE_WHILE_RUNNING_AFTER + 60)
     assert proc.returncode == 0, _not_importtime(proc.stderr)
     assert not {m for m in _imported(proc.stderr) if m.split(".")[0] == "metaflow"}
+
+
+def test_an_invitation_whose_pipe_was_closed_on_the_way_is_refused(tmp_path):
+    # A launcher between the keeper and the step (an environment's) may close the pipe;
+    # its fd number may then name another file, which the step must leave alone.
+    proc = _keeper(tmp_path, """
+        import os
+        from metaflow_extensions.mfargo.plugins.task_logs import STEP_SIDE_ENV, StepSide
+        fd = int(os.environ[STEP_SIDE_ENV].split(":")[0])
+        os.close(fd)
+        other = os.open(os.devnull, os.O_RDONLY)
+        assert other == fd, (other, fd)
+        print("claimed" if StepSide.claim() is not None else "refused")
+        os.fstat(other)  # still open
+    """)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out == b"refused\n"

@@ -53,7 +53,7 @@ DRAIN_SECONDS_TERMINATING = 0.5  # ... when the pod is being stopped (its grace 
 # runtime does, so the keeper never imports Metaflow for it (0.5 CPU-s, a short task's third).
 SAVE_WHILE_RUNNING_AFTER = 30.0
 FIRST_OUTPUT_POLL_SECONDS = 0.25  # ... checked this often for a first line (mflog.update_delay's shortest)
-STEP_SIDE_ENV = "MFARGO_TASK_LOGS"  # "<ack fd>:<token>:<stdout pipe inode>:<stderr pipe inode>"
+STEP_SIDE_ENV = "MFARGO_TASK_LOGS"  # "<ack fd>:<token>:<inodes of the ack, stdout and stderr pipes>"
 ACK_SECONDS = 10.0  # how long the step process waits for the keeper's sizes (it is alive: it is reading)
 BARRIER, SAVED = b" barrier\n", b" saved\n"  # after the token: a control line of the step side
 
@@ -67,7 +67,8 @@ def main(argv):
     ack_read, ack_write = os.pipe()
     (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
     token = uuid.uuid4().hex.encode()
-    invitation = "%d:%s:%d:%d" % (ack_read, token.decode(), os.fstat(out_write).st_ino, os.fstat(err_write).st_ino)
+    invitation = "%d:%s:%d:%d:%d" % (ack_read, token.decode(),
+                                     *(os.fstat(fd).st_ino for fd in (ack_read, out_write, err_write)))
     try:
         proc = subprocess.Popen(argv, stdout=out_write, stderr=err_write, pass_fds=(ack_read,),
                                 env=dict(os.environ, **{STEP_SIDE_ENV: invitation}))
@@ -245,9 +246,10 @@ class StepSide:
         does not go to the keeper's pipes."""
         spec = os.environ.pop(STEP_SIDE_ENV, "")
         try:
-            fd, token, out_inode, err_inode = spec.split(":")
+            fd, token, ack_inode, out_inode, err_inode = spec.split(":")
             pipes = (int(out_inode), int(err_inode))
-            if (os.fstat(1).st_ino, os.fstat(2).st_ino) != pipes:
+            # fd is the keeper's pipe only if nothing between (an environment's launcher) closed it
+            if os.fstat(int(fd)).st_ino != int(ack_inode) or (os.fstat(1).st_ino, os.fstat(2).st_ino) != pipes:
                 return None
             os.set_inheritable(int(fd), False)
         except (ValueError, OSError):
