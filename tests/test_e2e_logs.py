@@ -138,13 +138,13 @@ def _flow_logs(c, pathspec: str, *opts: str) -> subprocess.CompletedProcess:
 
 
 FAILING_FLOW = """
-import sys, time
+import os, signal, sys, time
 from metaflow import FlowSpec, step, timeout
 
 class FailFlow(FlowSpec):
     @step
     def start(self):
-        self.next(self.boom, self.slow)
+        self.next(self.boom, self.slow, self.stopped)
 
     @step
     def boom(self):
@@ -156,6 +156,13 @@ class FailFlow(FlowSpec):
     @step
     def slow(self):
         print("slow starts", flush=True)
+        time.sleep(300)
+        self.next(self.join)
+
+    @step
+    def stopped(self):
+        print("stopped step starts", flush=True)
+        os.kill(os.getppid(), signal.SIGTERM)  # its pod being stopped: the pod's main process is signalled
         time.sleep(300)
         self.next(self.join)
 
@@ -187,6 +194,13 @@ def test_a_step_that_raises_keeps_its_logs_and_traceback(failed_run):
     [boom] = _by_step(got, "boom").values()
     assert boom["stdout"].splitlines() == ["about to fail"], tail(result, rec)
     assert "ValueError: boom went the step" in boom["stderr"]
+
+
+def test_a_step_stopped_by_sigterm_keeps_what_it_printed(failed_run):
+    c, result, rec, got = failed_run
+    [stopped] = _by_step(got, "stopped").values()
+    assert stopped["stdout"].splitlines() == ["stopped step starts"], tail(result, rec)
+    assert stopped["lines"] == ["stopped step starts"]
 
 
 def test_a_step_killed_by_its_timeout_keeps_what_it_printed(failed_run):

@@ -14,6 +14,8 @@ installed beside the flow's code.
   find a task's workflow.
 * With ``emit_events`` (create --auto-emit-argo-events): publish the task's Argo Event
   on success (``step_events.py``).
+* Every pod: save the task's logs from this process at the task's end, when it runs
+  under ``task_logs`` (whose own save would import Metaflow a second time).
 """
 
 import json
@@ -26,7 +28,7 @@ from metaflow.decorators import StepDecorator
 from metaflow.exception import MetaflowException
 
 from . import pod_contract as contract
-from . import step_events
+from . import step_events, task_logs
 
 UBF_CONTROL = "ubf_control"
 
@@ -35,12 +37,19 @@ class MfargoInternalDecorator(StepDecorator):
     name = "mfargo_internal"
     defaults = {"hostname_resolution_timeout": 600, "emit_events": False}
 
+    def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
+        self._flow_datastore = flow_datastore
+        self._logs = None
+
     def task_pre_step(
         self, step_name, task_datastore, metadata, run_id, task_id, flow, graph,
         retry_count, max_user_code_retries, ubf_context, inputs,
     ):
         self._run_id = run_id
         self._task_id = task_id
+        self._logs = task_logs.StepSide.claim()
+        if self._logs is not None:
+            self._logs.save_on_sigterm(self._flow_datastore)
         _expose_trigger()
         _register_workflow_metadata(metadata, run_id, step_name, task_id, retry_count)
         if graph[step_name].parallel_step and "MF_WORLD_SIZE" in os.environ:
@@ -57,8 +66,15 @@ class MfargoInternalDecorator(StepDecorator):
             ]
 
     def task_finished(self, step_name, flow, graph, is_task_ok, retry_count, max_user_code_retries):
-        if not is_task_ok:
-            return
+        try:
+            if is_task_ok:
+                self._task_ok(step_name, flow, graph)
+        finally:
+            logs = getattr(self, "_logs", None)
+            if logs is not None:
+                logs.save(getattr(self, "_flow_datastore", None))
+
+    def _task_ok(self, step_name, flow, graph):
         out_dir = os.environ.get(contract.OUTPUT_DIR_ENV)
         if out_dir:
             for name, value in output_files(self._task_id, graph[step_name], flow).items():
