@@ -211,6 +211,6 @@ def test_gang_that_is_never_scheduled_fails_at_its_deadline(mf_env, tmp_path):
     # JobSet fails, and the gang's report names the first Job past it.
     assert js["status"]["terminalState"] == "Failed"
     assert re.fullmatch(r"Error \(exit code 1\): gang step train: rank \d \(\w+\) failed first: DeadlineExceeded, "
-                        r"no exit code \(job js-\w+-\w+-0; .*\)", result.node("train-Failure-report").message), \
+                        r"no exit code \(job js-\w+-rank-\d+; .*\)", result.node("train-Failure-report").message), \
         result.node("train-Failure-report").message
     assert result.node("join").phase == "Omitted"  # never ran (Argo marks it Omitted)
