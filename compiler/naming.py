@@ -178,29 +178,31 @@ control_task_id = pod_contract.control_task_id
 worker_task_id = pod_contract.worker_task_id
 
 
+# The shell variables a gang pod's bash sets (gang_rank_lines), each name spelled here only.
+_RANK, _ROLE, _INDEX, _UBF = "rank", "role", "index", "ubf"
+GANG_RANK = sh.Var(_RANK)
+GANG_UBF_CONTEXT = sh.Var(_UBF)
+
+
 def gang_rank_lines() -> list[sh.Line]:
-    """Bash setting a gang pod's ``rank`` (its replicated job's first rank plus its job index,
-    as ``pod_contract.gang_rank``), its ``role``, its ``index`` among that role's task ids and
-    its ``ubf`` context, and exporting what Metaflow's decorators read to place it:
+    """Bash setting a gang pod's rank (its replicated job's first rank plus its job index,
+    as ``pod_contract.gang_rank``), its role, its index among that role's task ids and its
+    UBF context, and exporting what Metaflow's decorators read to place it:
     MF_CONTROL_INDEX on the control, MF_WORKER_REPLICA_INDEX (i of worker i) on the others
     (kubernetes_decorator._setup_multinode_environment)."""
-    worker = 'role=%s index="$((rank - 1))" ubf=%s; export %s="${index}"' % (
-        pod_contract.WORKER_ROLE, UbfContext.TASK, Env.WORKER_REPLICA_INDEX)
-    control = "role=%s index=0 ubf=%s; export %s=0" % (pod_contract.CONTROL_ROLE, UbfContext.CONTROL, Env.CONTROL_INDEX)
+    worker = '%s=%s %s="$((%s - 1))" %s=%s; export %s="${%s}"' % (
+        _ROLE, pod_contract.WORKER_ROLE, _INDEX, _RANK, _UBF, UbfContext.TASK, Env.WORKER_REPLICA_INDEX, _INDEX)
+    control = "%s=%s %s=0 %s=%s; export %s=0" % (
+        _ROLE, pod_contract.CONTROL_ROLE, _INDEX, _UBF, UbfContext.CONTROL, Env.CONTROL_INDEX)
     return [
-        (sh.Raw('rank="$((%s + %s))"' % (Env.FIRST_RANK, Env.JOB_INDEX)),),
-        (sh.Raw("if ((rank)); then %s; else %s; fi" % (worker, control)),),
+        (sh.Raw('%s="$((%s + %s))"' % (_RANK, Env.FIRST_RANK, Env.JOB_INDEX)),),
+        (sh.Raw("if ((%s)); then %s; else %s; fi" % (_RANK, worker, control)),),
     ]
-
-
-# The shell variables gang_rank_lines sets, as tokens.
-GANG_RANK = sh.Var("rank")
-GANG_UBF_CONTEXT = sh.Var("ubf")
 
 
 def gang_task_id_shell(entropy: str) -> sh.Token:
     """A gang pod's own task id in its bash, after gang_rank_lines: <role>-<E>-<index>."""
-    return sh.Cat((sh.Var("role"), sh.Lit(gang_task_id("", entropy, "")), sh.Var("index")))
+    return sh.Cat((sh.Var(_ROLE), sh.Lit(gang_task_id("", entropy, "")), sh.Var(_INDEX)))
 
 
 def gang_task_ids_shell(entropy: str, num_parallel: str) -> list[sh.Line]:

@@ -91,6 +91,10 @@ async def execute(ex: "Executor", hard_deadline: float | None = None) -> tuple[s
     return status, message
 
 
+# The exit handler's node (Argo names it <workflow>.onExit): the only hook whose outcome is the run's.
+ON_EXIT = "onExit"
+
+
 async def exit_hooks(ex: "Executor", status: str, message: str, hard_deadline: float | None) -> tuple[str, str]:
     ex.wf_vars["status"] = status
     ex.wf_vars["failures"] = failures_json(ex)
@@ -104,9 +108,9 @@ async def exit_hooks(ex: "Executor", status: str, message: str, hard_deadline: f
         if exit_hook:
             if exit_hook.get("templateRef"):
                 raise WorkflowError("hooks.exit.templateRef is not supported by the local runner")
-            runs.append((f"{ex.name}.onExit", "onExit", exit_hook["template"], hook_arguments(exit_hook, scope)))
+            runs.append((f"{ex.name}.{ON_EXIT}", ON_EXIT, exit_hook["template"], hook_arguments(exit_hook, scope)))
         elif ex.spec.get("onExit"):
-            runs.append((f"{ex.name}.onExit", "onExit", ex.spec["onExit"], {}))
+            runs.append((f"{ex.name}.{ON_EXIT}", ON_EXIT, ex.spec["onExit"], {}))
         for hname, hook in hooks.items():
             if hname == "exit" or not hook.get("expression"):
                 continue
@@ -118,7 +122,7 @@ async def exit_hooks(ex: "Executor", status: str, message: str, hard_deadline: f
     for name, display, tmpl, args in runs:
         node, _ = await run_bounded(ex, ex.run_template(name, display, tmpl, args, 0), hard_deadline, "_exit")
         node = node or ex.nodes.get(name)
-        if display == "onExit" and node is not None and node.phase in BAD_PHASES and status == SUCCEEDED:
+        if display == ON_EXIT and node is not None and node.phase in BAD_PHASES and status == SUCCEEDED:
             status, message = node.phase, f"{display} failed: {node.message}"
         if ex.terminated:
             break

@@ -110,8 +110,9 @@ def first_failure(jobset, jobs, pods):
     pod = _failed_pod(job, pods)
     status = jobset.get("status") or {}
     exit_code = _terminated(pod).get("exitCode") if pod else None
+    rank = _rank(job)
     return GangFailure(
-        jobset=jobset["metadata"]["name"], rank=_rank(job), role=pod_contract.rank_role(_rank(job)), job=job["metadata"]["name"],
+        jobset=jobset["metadata"]["name"], rank=rank, role=pod_contract.rank_role(rank), job=job["metadata"]["name"],
         pod=pod["metadata"]["name"] if pod else "", reason=_reason(job, pod),
         exit_code=int(exit_code) if exit_code is not None else None,
         jobset_reason=(_condition(jobset, "Failed") or {}).get("reason") or "Failed",
