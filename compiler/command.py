@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .constants import INTERNAL_DECORATOR, TASK_LOGS_MODULE, LogEnv
+from .constants import INIT_AND_START_MODULE, INTERNAL_DECORATOR, TASK_LOGS_MODULE, LogEnv
 from .usertext import kubernetes_literal
 
 
@@ -279,6 +279,18 @@ def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args,
     tokens += [Raw("init"), Raw("--run-id"), Lit(run_id), Raw("--task-id"), Lit(task_id)]
     tokens += [Lit(a) for a in step_args]
     return tuple(tokens)
+
+
+def init_and_start_call(init: Line, step: Line) -> Line:
+    """``init`` then ``step`` (each ``EXECUTABLE FLOW ARG...``, the same executable) in one
+    interpreter (plugins/init_and_start.py): the count says which words are init's."""
+    executable, *init_words = init
+    assert step[0] == executable and all(_one_word(t) for t in init_words), (init, step)
+    return (executable, Raw("-m"), Lit(INIT_AND_START_MODULE), Lit(str(len(init_words))), *init_words, *step[1:])
+
+
+def _one_word(token: Token) -> bool:
+    return not isinstance(token, Raw) or len(token.text.split()) == 1
 
 
 def gang_attempt(argo_retries: str | None, max_restarts: int, user_retries: int, counter: Line

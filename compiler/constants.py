@@ -172,6 +172,8 @@ FOREIGN_COMPUTE_DECORATORS: Final = ("batch", "snowpark", "slurm", "nvidia", "nv
 INTERNAL_DECORATOR: Final = "mfargo_internal"
 # Runs a pod's Metaflow command with its output saved as the task's logs (in-pod, like the above).
 TASK_LOGS_MODULE: Final = "metaflow_extensions.mfargo.plugins.task_logs"
+# Runs the start pod's `flow.py init` and `flow.py step start` in one interpreter (in-pod too).
+INIT_AND_START_MODULE: Final = "metaflow_extensions.mfargo.plugins.init_and_start"
 
 
 # Label/annotation keys under these prefixes are Argo's and the JobSet controller's own: a

@@ -16,21 +16,25 @@ def shared_command(wf: ir.Workflow) -> list[str]:
 
 
 def step_args(step: ir.Step, wf: ir.Workflow) -> list[str]:
-    """A plain step's own script (after ``shared_command``): write input paths, (init,) run the step."""
+    """A plain step's own script (after ``shared_command``): write input paths, run (init and) the step."""
     lines = input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
     task_id = naming.task_id(step.name, wiring.step_ctx(step), iteration)
     call = _call(step, wf, sh.Lit(task_id), split_index=_split_index(step))
     lines.append(task_log_env(call, wf))
     lines += sh.bootstrap_lines(step.bootstrap_commands)
+    run_step = sh.metaflow_call(call)
     if isinstance(step.inputs, ir.FromParameters):
         for p in wf.parameters:
             lines += sh.decode_base64_env(parameter_base64_env(p.name), parameter_env(p.name))
         lines += sh.unset_if_empty(nullable_parameter_envs(wf))
         init = sh.init_call(wf.script, wf.top_level_args, wiring.RUN_ID, naming.PARAMETERS_TASK_ID, wf.step_args,
                             wf.init_executable)
-        lines.append(sh.with_task_logs(init))
-    lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))
+        if wf.init_executable == step.executable:
+            run_step = sh.init_and_start_call(init, run_step)
+        else:  # an environment plugin gives `_parameters` another interpreter than the start step
+            lines.append(sh.with_task_logs(init))
+    lines.append(sh.with_task_logs(run_step, last=True))
     return sh.step_args(lines)
 
 

@@ -4,12 +4,13 @@ the bootstrap commands and the interpreter the plugin gives core's Argo compiler
 metaflow/plugins/uv/uv_environment.py), in that order, before `init` and the step. Compiled
 offline (no conda channel is reachable here, so the pods' bootstrap cannot run)."""
 import re
+import shlex
 import subprocess
 
 import yaml
 
 from flowtools import clean_env, compile_file, script, templates, write_flow
-from mfargo.compiler.constants import TASK_LOGS_MODULE
+from mfargo.compiler.constants import INIT_AND_START_MODULE, TASK_LOGS_MODULE
 
 PYPI_FLOW = """
 from metaflow import FlowSpec, step, pypi
@@ -75,11 +76,15 @@ def _block(lines: list[str]) -> list[str]:
 
 
 def _runner(line: str) -> str:
-    """What runs the Metaflow command on a task_logs line: the words before the flow file."""
+    """What runs the Metaflow command on a task_logs line: the words before the flow file
+    (without init_and_start's module and count, when init and the step share it)."""
     words = line.split(" flow.py ")[0].split()
     prefix = ["exec"] if words[0] == "exec" else []
     assert words[len(prefix):len(prefix) + 3] == ["python", "-m", TASK_LOGS_MODULE]
-    return " ".join(words[len(prefix) + 3:])
+    words = words[len(prefix) + 3:]
+    if words[-3:-1] == ["-m", INIT_AND_START_MODULE]:
+        words = words[:-3]
+    return " ".join(words)
 
 
 def test_pypi_steps_bootstrap_their_environment_and_run_its_python(tmp_path):
@@ -114,6 +119,13 @@ def test_local_environment_has_no_bootstrap(tmp_path):
     for lines in scripts.values():
         assert "{" not in lines and not any("flush_mflogs" in line for line in lines)
         assert _runner(lines[-1]) == "python"
+    # One interpreter runs init, then the start step: the count ends init's words.
+    words = shlex.split(scripts["start"][-1])
+    at = words.index(INIT_AND_START_MODULE)
+    count = int(words[at + 1])
+    init, step = words[at + 2:at + 2 + count], words[at + 2 + count:]
+    assert init[0] == step[0] == "flow.py" and init[init.index("--task-id") + 1] == "t-params" and "init" in init
+    assert step[step.index("step") + 1] == "start"
 
 
 UV_FLOW = """
