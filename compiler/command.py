@@ -91,7 +91,15 @@ def step_args(lines: list[Line]) -> list[str]:
 
 # --- building blocks ---------------------------------------------------------------
 
-PATHS_FILE = "paths"  # a shell variable of the pod script, not exported
+# The pod script's own shell variables. Bash assigns to an exported variable in place, so a
+# user's variable of the same name (@environment, a Secret's keys) would reach the step
+# changed: each carries mfargo's prefix, which compiler/rules.py refuses in @environment.
+SCRIPT_VAR_PREFIX = "mfargo_"
+PATHS_FILE = SCRIPT_VAR_PREFIX + "paths"  # the file holding this task's input paths
+IDS = SCRIPT_VAR_PREFIX + "ids"  # a comma-separated list of task ids or paths, being built
+_COUNT, _I, _STEP = SCRIPT_VAR_PREFIX + "count", SCRIPT_VAR_PREFIX + "i", SCRIPT_VAR_PREFIX + "step"
+_ARGO_RETRIES, _ATTEMPT, _MAX_RETRIES = (SCRIPT_VAR_PREFIX + n for n in ("argo_retries", "attempt", "max_retries"))
+_APPEND_ID = "%s+=${%s:+,}" % (IDS, IDS)  # then the id: appended after a comma, if any
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,40 +179,40 @@ def write_paths(value: Token) -> Line:
 
 
 def id_list_lines(first: Token | None, prefix: str, count: str, offset: int = 0) -> list[Line]:
-    """ids=<first>,<prefix>0,<prefix>1,... for i < count - offset, built in the pod itself."""
+    """IDS=<first>,<prefix>0,<prefix>1,... for i < count - offset, built in the pod itself."""
     return [
-        (Cat((Raw("n="), Lit(count))),),
-        (Cat((Raw("ids="), first if first is not None else Lit(""))),),
+        (Cat((Raw("%s=" % _COUNT), Lit(count))),),
+        (Cat((Raw("%s=" % IDS), first if first is not None else Lit(""))),),
         (
-            Raw("for ((i = 0; i < n - %d; i++)); do" % offset),
-            Cat((Raw("ids+=${ids:+,}"), Lit(prefix), Raw("$i"))),
+            Raw("for ((%s = 0; %s < %s - %d; %s++)); do" % (_I, _I, _COUNT, offset, _I)),
+            Cat((Raw(_APPEND_ID), Lit(prefix), Raw("$%s" % _I))),
             Raw("; done"),
         ),
     ]
 
 
 def branch_lines(candidates: list[tuple[str, list[str], str]]) -> list[Line]:
-    """ids=<path of each parent that arrived> (switch merges): its Argo status is Succeeded
+    """IDS=<path of each parent that arrived> (switch merges): its Argo status is Succeeded
     and none of its rivals' is (a switch whose rival ran chose another step)."""
-    lines: list[Line] = [(Raw("ids="),)]
+    lines: list[Line] = [(Raw("%s=" % IDS),)]
     for status, rivals, path in candidates:
         line: list[Token] = [Raw("["), Lit(status), Raw("!= Succeeded ] ||")]
         for rival in rivals:
             line += [Raw("["), Lit(rival), Raw("= Succeeded ] ||")]
-        lines.append(tuple(line) + (Cat((Raw("ids+=${ids:+,}"), Lit(path))),))
+        lines.append(tuple(line) + (Cat((Raw(_APPEND_ID), Lit(path))),))
     return lines
 
 
 def last_steps_lines(last_steps: str, split_task_suffix: str) -> list[Line]:
-    """ids=<step>/<step><suffix><i>,... for the JSON list of step names ``last_steps``
+    """IDS=<step>/<step><suffix><i>,... for the JSON list of step names ``last_steps``
     (one per split, in split order; step names are [a-z0-9_], so tr can strip the JSON)."""
     return [
-        (Raw("ids="),),
-        (Raw("i=0"),),
+        (Raw("%s=" % IDS),),
+        (Raw("%s=0" % _I),),
         (
-            Raw("for s in $(printf '%s'"), Lit(last_steps), Raw("| tr -d '[]\" ' | tr , ' '); do"),
-            Cat((Raw('ids+=${ids:+,}"$s/$s"'), Lit(split_task_suffix), Raw("$i"))),
-            Raw("; i=$((i + 1)); done"),
+            Raw("for %s in $(printf '%%s'" % _STEP), Lit(last_steps), Raw("| tr -d '[]\" ' | tr , ' '); do"),
+            Cat((Raw('%s"$%s/$%s"' % (_APPEND_ID, _STEP, _STEP)), Lit(split_task_suffix), Raw("$%s" % _I))),
+            Raw("; %s=$((%s + 1)); done" % (_I, _I)),
         ),
     ]
 
@@ -307,11 +315,11 @@ def gang_attempt(argo_retries: str | None, max_restarts: int, user_retries: int,
     if not max_restarts:
         return [], (Lit(argo_retries) if argo_retries else None), user_retries
     setup = [
-        (Cat((Raw("argo_retries="), Lit(argo_retries or "0"))),),
-        (Cat((Raw('attempt="$('), *_spaced(counter), Raw(')"'))),),
-        (Raw('max_retries="$((argo_retries >= %d ? attempt : attempt + 1))"' % user_retries),),
+        (Cat((Raw("%s=" % _ARGO_RETRIES), Lit(argo_retries or "0"))),),
+        (Cat((Raw('%s="$(' % _ATTEMPT), *_spaced(counter), Raw(')"'))),),
+        (Raw('%s="$((%s >= %d ? %s : %s + 1))"' % (_MAX_RETRIES, _ARGO_RETRIES, user_retries, _ATTEMPT, _ATTEMPT)),),
     ]
-    return setup, Var("attempt"), Var("max_retries")
+    return setup, Var(_ATTEMPT), Var(_MAX_RETRIES)
 
 
 def _spaced(line: Line) -> tuple:

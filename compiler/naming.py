@@ -179,7 +179,7 @@ worker_task_id = pod_contract.worker_task_id
 
 
 # The shell variables a gang pod's bash sets (gang_rank_lines), each name spelled here only.
-_RANK, _ROLE, _INDEX, _UBF = "rank", "role", "index", "ubf"
+_RANK, _ROLE, _INDEX, _UBF = (sh.SCRIPT_VAR_PREFIX + n for n in ("rank", "role", "index", "ubf"))
 GANG_RANK = sh.Var(_RANK)
 GANG_UBF_CONTEXT = sh.Var(_UBF)
 
@@ -206,7 +206,7 @@ def gang_task_id_shell(entropy: str) -> sh.Token:
 
 
 def gang_task_ids_shell(entropy: str, num_parallel: str) -> list[sh.Line]:
-    """Bash setting ``ids`` to every task id of a gang of ``num_parallel`` pods, control first."""
+    """Bash setting ``command.IDS`` to every task id of a gang of ``num_parallel`` pods, control first."""
     return sh.id_list_lines(sh.Lit(control_task_id(entropy)), worker_task_id(entropy, ""), num_parallel, offset=1)
 
 

@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from mfargo import k8s_syntax as k8s
 
+from .command import SCRIPT_VAR_PREFIX
 from .constants import RESERVED_PREFIXES
 from .errors import CompileError
 
@@ -137,6 +138,9 @@ def env_name(step: str, decorator: str, name) -> None:
     if not isinstance(name, str) or not k8s.is_env_var_name(name):
         raise CompileError("env var name %r must match [-._a-zA-Z][-._a-zA-Z0-9]* and not start with '..' "
                            "(Kubernetes' rule)" % (name,), step, decorator)
+    if name.startswith(SCRIPT_VAR_PREFIX):
+        raise CompileError("env var name %r: names starting with %r are the pod script's own variables; "
+                           "use another name" % (name, SCRIPT_VAR_PREFIX), step, decorator)
 
 
 def image(step: str | None, decorator: str | None, value, key: str = "image") -> None:

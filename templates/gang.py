@@ -75,4 +75,4 @@ def join_input_paths(gang: ir.Gang) -> list[sh.Line]:
     """The join's input paths run/step/:control-E-0,worker-E-0,..., built in its bash."""
     prefix = "%s/%s/:" % (expr.RUN_ID, gang.step)
     lines = naming.gang_task_ids_shell(ENTROPY, NUM_PARALLEL)
-    return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
+    return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var(sh.IDS))))]

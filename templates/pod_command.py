@@ -99,12 +99,12 @@ def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
     if isinstance(source, ir.FromForeach) and len(source.body_last) > 1:
         split_ctx = naming.child_ctx(ctx, "")
         lines = sh.last_steps_lines(expr.input_param(Param.LAST_STEP), naming.task_id("", split_ctx))
-        return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var("ids"))))]
+        return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var(sh.IDS))))]
     if isinstance(source, ir.FromForeach):
         [last] = source.body_last
         prefix = "%s/%s/:" % (wiring.RUN_ID, last)
         lines = sh.id_list_lines(None, naming.task_id(last, naming.child_ctx(ctx, "")), expr.input_param(Param.SPLIT_CARDINALITY))
-        return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var("ids"))))]
+        return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var(sh.IDS))))]
     if isinstance(source, ir.Gang):
         return gang.join_input_paths(source)
     assert isinstance(source, ir.FromBranches), source
@@ -118,7 +118,7 @@ def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
         for p in source.parents
     ]
     lines = sh.branch_lines(candidates)
-    return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var("ids"))))]
+    return lines + [sh.write_paths(sh.Cat((sh.Lit("%s/:" % wiring.RUN_ID), sh.Var(sh.IDS))))]
 
 
 def nullable_parameter_envs(wf: ir.Workflow) -> list[str]:

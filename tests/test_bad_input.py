@@ -157,6 +157,7 @@ CASES = {
     "image tab": deco("@kubernetes(image='python:3.11\\tslim')", K),
     "image inner space": deco("@kubernetes(image='python 3.11')", K),
     "environment name dotdot": deco("@environment(vars={'..x': 'v'})", S + "environment"),
+    "environment name of the pod script": deco("@environment(vars={'mfargo_paths': 'v'})", S + "environment"),
     # quantities: never rounded to zero, never past 2^63-1 (resource/quantity.go)
     "cpu rounds to zero": deco("@kubernetes(cpu=0.0001)", K),
     "cpu 30 digits": deco("@kubernetes(cpu=1e30)", K),

@@ -34,7 +34,7 @@ if [ "$1" = -m ]; then
 fi
 # Records the Metaflow command line and the input paths it would read.
 printf '%s\\n' "$@" > "$RECORD_DIR/argv.$$"
-env | grep '^MF_' > "$RECORD_DIR/env.$$" || true
+env > "$RECORD_DIR/env.$$"
 for ((i = 1; i <= $#; i++)); do
   if [ "${!i}" = --input-paths-filename ]; then j=$((i + 1)); cat "${!j}" > "$RECORD_DIR/paths.$$"; fi
 done
@@ -191,6 +191,24 @@ def test_every_rank_gets_its_task_id_and_split_index_from_its_job_index(tmp_path
         assert_rank(call, rank)
         assert opt(call["argv"], "--retry-count") == "1"
         assert call["paths"] == "argo-dt-abcde/start/start"
+
+
+# Names a user's @environment variable or a Secret's key may have, the same as words of
+# the pod script: the script's assignments must not change what the step sees.
+USER_VARS = {name: "user-" + name for name in
+             ("rank", "role", "index", "ubf", "paths", "ids", "n", "i", "s", "attempt", "max_retries")}
+
+
+def test_a_users_variables_reach_every_pod_unchanged(tmp_path, doc):
+    [(command, env)] = job_pods(doc)
+    values = dict(VALUES, **{"inputs.parameters.num-parallel": "3"})
+    [call] = run_pod(tmp_path, command, values, env=dict(env, MFARGO_JOB_INDEX="2", **USER_VARS))
+    assert_rank(call, 2)
+    assert {k: call["env"].get(k) for k in USER_VARS} == USER_VARS
+    [call] = run_pod(tmp_path, pod_command(doc, templates(doc)["join"]), dict(VALUES, **{"inputs.parameters.num-parallel": "3"}),
+                     env=USER_VARS)
+    assert call["paths"].endswith(",worker-e1e2e3e4e5-1")
+    assert {k: call["env"].get(k) for k in USER_VARS} == USER_VARS
 
 
 def test_a_control_with_its_own_pod_gets_its_own_job_and_the_ranks_stay(tmp_path):

@@ -98,7 +98,7 @@ def test_pod_hooks_rebuild_the_ids_the_join_builds(compiled, monkeypatch, n):
     monkeypatch.setenv(Env.WORLD_SIZE, str(n))
     in_pod = pod_hooks._gang_task_ids()
 
-    join_ids = _bash(naming.gang_task_ids_shell(entropy, str(n)), {}, "ids").split(",")
+    join_ids = _bash(naming.gang_task_ids_shell(entropy, str(n)), {}, sh.IDS).split(",")
     assert in_pod == join_ids == pod_contract.gang_task_ids(entropy, n)
 
     def own_ids(jobs):  # each pod's id, from its replicated job and job index
