@@ -198,8 +198,8 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     assert "--split-index '{{inputs.parameters.split-index}}'" in script(tmpl["leaf"])
     # The join rebuilds its children's ids from the split count: no lookups in the pod.
     j3 = script(tmpl["j3"])
-    assert "n='{{inputs.parameters.split-cardinality}}'" in j3
-    assert "'leaf{{inputs.parameters.ctx}}-'$i" in j3
+    assert "mfargo_count='{{inputs.parameters.split-cardinality}}'" in j3
+    assert "'leaf{{inputs.parameters.ctx}}-'$mfargo_i" in j3
     # templates nest inner first, so every sub-DAG is defined before its user
     names = [t["name"] for t in doc["spec"]["templates"]]
     assert names.index("0-foreach-fe3") < names.index("0-foreach-fe2") < names.index("0-foreach-fe1") < names.index("0-flow")
