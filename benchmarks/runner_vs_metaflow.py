@@ -5,6 +5,9 @@ once, the order alternating, so a slow spell of a shared machine falls on both a
 
 * **metaflow**: ``python flow.py --datastore=s3 ... run`` (Metaflow's local runtime, its
   default ``--max-workers`` 16; ``@parallel`` runs as ``num_parallel`` local processes);
+* **metaflow-w**: the same with ``METAFLOW_S3_WORKER_COUNT`` = this machine's cores, the
+  value ``mfargo run`` gives its pods when their S3 server is on loopback (Metaflow's
+  default is 64 worker processes per transfer), so both sides can be compared alike;
 * **compile**: ``mfargo compile flow.py --code-in-image /app ...`` (once per round);
 * **mfargo**: ``mfargo run wf.yaml --code-dir DIR`` on that YAML.
 
@@ -32,7 +35,9 @@ import threading
 import time
 from pathlib import Path
 
+from mfargo.runner.cli import S3_WORKERS_VAR
 from mfargo.runner.s3server import S3Server
+from mfargo.runner.slots import machine_cores
 
 BUCKET = "mfbench"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -195,6 +200,8 @@ def main() -> int:
                        MFARGO_CACHE_DIR=str(root / "cache"),
                        PATH=str(bindir) + os.pathsep + os.environ.get("PATH", os.defpath))
             env.pop("PYTHONPATH", None)
+            env.pop(S3_WORKERS_VAR, None)
+            capped = dict(env, **{S3_WORKERS_VAR: str(machine_cores())})
             top = ["--datastore=s3", f"--datastore-root=s3://{BUCKET}/metaflow", "--metadata=local"]
             dirs = {n: flow_dir(root, n) for n in names}
             for r in range(-args.warmup, args.rounds):
@@ -206,12 +213,13 @@ def main() -> int:
                     run = [str(bindir / "mfargo"), "run", "wf.yaml", "--code-dir", str(d), "--quiet"]
                     if args.max_workers:
                         run += ["--max-workers", str(args.max_workers)]
-                    order = [("metaflow", mf), ("compile", comp), ("mfargo", run)]
+                    order = [("metaflow", mf, env), ("metaflow-w", mf, capped), ("compile", comp, env),
+                             ("mfargo", run, env)]
                     # mfargo runs first in odd rounds: a slow spell falls on each side alike
                     if r % 2:
-                        order = [order[1], order[2], order[0]]
-                    for kind, argv in order:
-                        m = measure(argv, d, env, root / f"{n}-{kind}-{r}.log")
+                        order = order[2:] + order[:2]
+                    for kind, argv, cmd_env in order:
+                        m = measure(argv, d, cmd_env, root / f"{n}-{kind}-{r}.log")
                         if m is None or r < 0:
                             continue
                         results.setdefault((n, kind), []).append(m)
@@ -226,17 +234,18 @@ def main() -> int:
     print("\nmedians over %d rounds (load average %.1f-%.1f)" % (
         args.rounds, min(m["load"] for v in results.values() for m in v),
         max(m["load"] for v in results.values() for m in v)))
-    print("| flow | tasks | metaflow wall | mfargo run wall | ratio (range over rounds) | compile wall | metaflow CPU | mfargo CPU "
-          "| CPU/task mf | CPU/task mfargo | peak procs mf | peak procs mfargo | procs seen mf | procs seen mfargo |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| flow | tasks | metaflow wall | metaflow-w wall | mfargo run wall | ratio (range over rounds) | ratio to metaflow-w "
+          "| compile wall | metaflow CPU | metaflow-w CPU | mfargo CPU | CPU/task mf | CPU/task mfargo | peak procs mf "
+          "| peak procs mfargo | procs seen mf | procs seen mfargo |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in names:
         tasks = FLOWS[n][2]
-        mw, rw = med(n, "metaflow", "wall"), med(n, "mfargo", "wall")
-        mc, rc = med(n, "metaflow", "cpu"), med(n, "mfargo", "cpu")
+        mw, ww, rw = med(n, "metaflow", "wall"), med(n, "metaflow-w", "wall"), med(n, "mfargo", "wall")
+        mc, wc, rc = med(n, "metaflow", "cpu"), med(n, "metaflow-w", "cpu"), med(n, "mfargo", "cpu")
         ratios = [b["wall"] / a["wall"] for a, b in zip(results.get((n, "metaflow"), []), results.get((n, "mfargo"), []))]
         spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
-        print(f"| {n} | {tasks} | {mw:.2f} | {rw:.2f} | {rw / mw:.2f}{spread} | {med(n, 'compile', 'wall'):.2f} | "
-              f"{mc:.2f} | {rc:.2f} | {mc / tasks:.2f} | {rc / tasks:.2f} | {med(n, 'metaflow', 'peak'):.0f} | "
+        print(f"| {n} | {tasks} | {mw:.2f} | {ww:.2f} | {rw:.2f} | {rw / mw:.2f}{spread} | {rw / ww:.2f} | "
+              f"{med(n, 'compile', 'wall'):.2f} | {mc:.2f} | {wc:.2f} | {rc:.2f} | {mc / tasks:.2f} | {rc / tasks:.2f} | {med(n, 'metaflow', 'peak'):.0f} | "
               f"{med(n, 'mfargo', 'peak'):.0f} | {med(n, 'metaflow', 'seen'):.0f} | {med(n, 'mfargo', 'seen'):.0f} |")
     return 0
 

@@ -22,6 +22,10 @@ background to read the run (:mod:`runner.serve`; the printed hint says how).
 the workflow's ``argo-workflows``) without a production token, so the run lands in
 namespace ``user:NAME``.  ``--node-capacity nvidia.com/gpu=0`` makes pods asking for
 more stay Pending (unschedulable) until a deadline ends them.
+
+When the S3 endpoint that pods get from here (the embedded server's, or the caller's
+``METAFLOW_S3_ENDPOINT_URL``) is on loopback, they also get ``METAFLOW_S3_WORKER_COUNT`` =
+this machine's cores unless the caller or the YAML sets it (:func:`local_s3_workers`).
 """
 from __future__ import annotations
 
@@ -33,11 +37,14 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from . import events as ev
 from . import include_files, readback, serve, workdir
 from .interpreter import check_interpreter
 from .model import WorkflowError, load_document
+from .readback import ENDPOINT_VAR
+from .slots import machine_cores
 
 
 def _parse_params(values: list[str]) -> dict[str, str]:
@@ -113,16 +120,33 @@ def _buckets(path: Path, extra: list[str]) -> list[str]:
 
 def _endpoint_configured(env: dict[str, str], text: str) -> bool:
     """Is an S3 endpoint set for the pods: caller's env, Metaflow's config file, the YAML?"""
-    if env.get("METAFLOW_S3_ENDPOINT_URL") or "METAFLOW_S3_ENDPOINT_URL" in text:
+    if env.get(ENDPOINT_VAR) or ENDPOINT_VAR in text:
         return True
     home = env.get("METAFLOW_HOME") or os.path.join(os.path.expanduser("~"), ".metaflowconfig")
     profile = env.get("METAFLOW_PROFILE")
     path = os.path.join(home, "config_%s.json" % profile if profile else "config.json")
     try:
         with open(path) as f:
-            return bool(json.load(f).get("METAFLOW_S3_ENDPOINT_URL"))
+            return bool(json.load(f).get(ENDPOINT_VAR))
     except (OSError, ValueError, AttributeError):
         return False
+
+
+S3_WORKERS_VAR = "METAFLOW_S3_WORKER_COUNT"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def local_s3_workers(env: dict[str, str]) -> None:
+    """Give pods one S3 worker process per core when their S3 server is on this machine.
+
+    Metaflow starts up to 64 worker processes per transfer (each with its own boto3
+    client), sized for a cloud network's latency; against a loopback server they only
+    compete with the pods for the same cores (a foreach of 20 on 2 cores: about a third
+    less CPU and wall time with 2 or 4 than with 64). The caller's or the YAML's value wins.
+    """
+    host = urlsplit(env.get(ENDPOINT_VAR) or "").hostname
+    if host in LOOPBACK_HOSTS:
+        env.setdefault(S3_WORKERS_VAR, str(machine_cores()))
 
 
 def _uses_s3(text: str) -> bool:
@@ -201,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"local S3 at {s3.endpoint_url} (buckets: {', '.join(buckets) or 'none'}; "
                   f"data in {getattr(s3, 'data_dir', work_dir / 's3')}{'' if keep else ', removed after the run: --keep keeps it'})",
                   flush=True)
+        local_s3_workers(env)
         result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
                               timeout=args.timeout, validate=not args.no_validate,
                               private_tmp=not args.shared_tmp, force_env=force_env or None,

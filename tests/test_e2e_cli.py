@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mfargo.runner.slots import machine_cores
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
 FLOW = """
+import os
 from metaflow import FlowSpec, Parameter, JSONType, step, current
 
 class CliFlow(FlowSpec):
@@ -22,6 +24,7 @@ class CliFlow(FlowSpec):
     def start(self):
         self.got = [self.n, self.on, self.cfg]
         self.user = current.username
+        self.s3_workers = os.environ.get("METAFLOW_S3_WORKER_COUNT")
         self.next(self.end)
 
     @step
@@ -52,8 +55,9 @@ def test_cli_user_namespace_params_and_run_id_file(mf_env, tmp_path):
     got = c.client("""
         namespace("user:alice")
         run = Run(sys.argv[1])
-        out = {"ok": run.successful, "got": run["start"].task.data.got, "user": run["start"].task.data.user,
-               "tags": sorted(run.system_tags)}
+        data = run["start"].task.data
+        out = {"ok": run.successful, "got": data.got, "user": data.user, "tags": sorted(run.system_tags),
+               "s3_workers": data.s3_workers}
         namespace("user:argo-workflows")
         try:
             Run(sys.argv[1]); out["other_ns"] = True
@@ -64,6 +68,8 @@ def test_cli_user_namespace_params_and_run_id_file(mf_env, tmp_path):
     assert got["ok"] is True and got["got"] == [5, False, {"k": [1, 2]}]
     assert got["user"] == "alice" and "user:alice" in got["tags"]
     assert got["other_ns"] is False
+    # the test's S3 server is on loopback: one S3 worker process per core in the pods
+    assert got["s3_workers"] == str(machine_cores())
     # a failing run still writes the run id file
     rid.unlink()
     proc = _cli([c.yaml_path, "--code-dir", c.code_dir, "--run-id-file", rid, "--quiet",

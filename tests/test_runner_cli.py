@@ -174,3 +174,45 @@ def test_a_relative_include_file_path_is_passed_absolute(tmp_path, monkeypatch):
     out = include_file_paths_absolute(doc, given)
     assert out == {"data": str(tmp_path / "data.csv"), "plain": "data.csv"}
     assert include_file_paths_absolute(doc, {"data": "missing.csv"}) == {"data": "missing.csv"}
+
+
+S3_WORKERS_POD = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: workers}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    container:
+      image: bash
+      command: [bash, -c, 'echo "workers=[${METAFLOW_S3_WORKER_COUNT-unset}]"']
+"""
+
+
+def _pod_s3_workers(tmp_path, capsys, monkeypatch, endpoint, caller=None, yaml_value=None):
+    text = S3_WORKERS_POD
+    if yaml_value is not None:
+        text += "      env: [{name: METAFLOW_S3_WORKER_COUNT, value: '%s'}]\n" % yaml_value
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(text)
+    monkeypatch.setenv("METAFLOW_S3_ENDPOINT_URL", endpoint)
+    if caller is None:
+        monkeypatch.delenv("METAFLOW_S3_WORKER_COUNT", raising=False)
+    else:
+        monkeypatch.setenv("METAFLOW_S3_WORKER_COUNT", caller)
+    assert main([str(wf), "--backoff-scale", "0.01"]) == 0
+    [line] = [ln for ln in capsys.readouterr().out.splitlines() if "workers=[" in ln]
+    return line.split("workers=[", 1)[1].split("]", 1)[0]
+
+
+def test_pods_get_one_s3_worker_per_core_only_against_a_loopback_s3(tmp_path, capsys, monkeypatch):
+    from mfargo.runner.slots import machine_cores
+    cores = str(machine_cores())
+    assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9") == cores
+    assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://localhost:9/") == cores
+    # a remote S3 keeps Metaflow's default (parallel transfers pay off over a network)
+    assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "https://s3.example.com") == "unset"
+    # the caller's value, then the YAML's, win over the default
+    assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9", caller="7") == "7"
+    assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9", caller="7", yaml_value="3") == "3"
