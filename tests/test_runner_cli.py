@@ -211,8 +211,10 @@ def test_pods_get_one_s3_worker_per_core_only_against_a_loopback_s3(tmp_path, ca
     cores = str(machine_cores())
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9") == cores
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://localhost:9/") == cores
+    assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://[::1]:9") == cores
     # a remote S3 keeps Metaflow's default (parallel transfers pay off over a network)
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "https://s3.example.com") == "unset"
+    assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://10.0.0.5:8333") == "unset"
     # the caller's value, then the YAML's, win over the default
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9", caller="7") == "7"
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9", caller="7", yaml_value="3") == "3"
