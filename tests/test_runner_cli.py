@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from mfargo.runner.cli import main
+from mfargo.runner.slots import machine_cores
 from mfargo.runner.testing import pod_env
 
 OK = """
@@ -207,7 +208,6 @@ def _pod_s3_workers(tmp_path, capsys, monkeypatch, endpoint, caller=None, yaml_v
 
 
 def test_pods_get_one_s3_worker_per_core_only_against_a_loopback_s3(tmp_path, capsys, monkeypatch):
-    from mfargo.runner.slots import machine_cores
     cores = str(machine_cores())
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9") == cores
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://localhost:9/") == cores
