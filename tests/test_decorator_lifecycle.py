@@ -226,3 +226,23 @@ def test_a_step_left_without_kubernetes_is_refused_in_one_line(tmp_path):
     assert proc.returncode == 1 and not out.exists() and "Traceback" not in proc.stderr
     [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("mfargo:")]
     assert "start" in line and "@kubernetes" in line and "StepMutator" in line
+
+
+def test_mfargo_compile_passes_with_on_as_metaflow_takes_it(tmp_path):
+    """`mfargo compile FLOW --with SPEC` is `python FLOW --with SPEC argo-workflows create`."""
+    flow = write_flow(tmp_path, WITH_FLOW)
+    proc = subprocess.run([sys.executable, "-m", "mfargo.cli", "compile", str(flow), "--datastore", "s3",
+                           "--datastore-root", "s3://mfargo-examples/metaflow", "--code-in-image", "/app",
+                           "--with", "kubernetes:cpu=2,disk=30000", "--with", "retry:times=1"],
+                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [ours] = [d for d in yaml.safe_load_all(proc.stdout) if d["kind"] == "WorkflowTemplate"]
+    [direct] = [d for d in yaml.safe_load_all(compile_file(
+        flow, "--code-in-image", "/app", top_args=EXAMPLE_ARGS + ("--with", "kubernetes:cpu=2,disk=30000",
+                                                                   "--with", "retry:times=1")).stdout)
+        if d["kind"] == "WorkflowTemplate"]
+    pods = _pods(ours, ["start", "middle", "end"])
+    assert pods == _pods(direct, ["start", "middle", "end"])
+    assert pods["end"]["requests"]["cpu"] == 2 and pods["end"]["requests"]["ephemeral-storage"] == 30000e6
+    retries = {t["name"]: (t.get("retryStrategy") or {}).get("limit") for t in ours["spec"]["templates"]}
+    assert retries["end"] == 1
