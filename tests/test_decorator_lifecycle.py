@@ -205,14 +205,34 @@ def test_step_templates_carry_the_step_name_as_core_does(tmp_path):
 
 def test_created_decorators_are_not_forwarded_to_the_pods(tmp_path):
     """What `create` attaches (@kubernetes, an empty @environment) and what a mutator inserts
-    (it runs again in the pod) is not passed on with --with; a user's --with is."""
-    flow = write_flow(tmp_path, STEP_MUTATOR)
+    (it runs again in the pod, as core's pods do) is not passed on with --with; a user's --with is."""
+    flow = write_flow(tmp_path, STEP_MUTATOR.replace(
+        "    def mutate(self, mutable_step):\n",
+        "    def mutate(self, mutable_step):\n        mutable_step.add_decorator('timeout', deco_kwargs={'minutes': 7})\n"))
     doc = [d for d in yaml.safe_load_all(compile_file(flow, "--code-in-image", "/app",
                                                       top_args=EXAMPLE_ARGS + ("--with", "retry:times=1")).stdout)
            if d["kind"] == "WorkflowTemplate"][0]
-    text = json.dumps(doc)
-    assert "--with=retry:times=1" in text.replace(" ", "") or "retry:times=1" in text
-    assert "environment:vars" not in text and "kubernetes:" not in text
+    by_name = {t["name"]: t for t in doc["spec"]["templates"]}
+    assert by_name["start"]["activeDeadlineSeconds"] == 420  # the mutator's @timeout is compiled in
+    forwarded = _forwarded(doc)
+    assert set(forwarded) == {"start", "end"}
+    for step, specs in forwarded.items():
+        assert [s.split(":")[0] for s in specs] == ["retry", "mfargo_internal"], (step, specs)
+
+
+def _forwarded(doc: dict) -> dict[str, list[str]]:
+    """Each step command's --with values, read from the parsed pod scripts."""
+    import shlex
+
+    found = {}
+    for template in doc["spec"]["templates"]:
+        script = " ".join(str(a) for a in (template.get("container") or {}).get("args") or ())
+        for line in script.splitlines():
+            argv = shlex.split(line) if " step " in line else []
+            if "step" in argv:
+                step = argv[argv.index("step") + 1]
+                found[step] = [argv[i + 1] for i, a in enumerate(argv[:argv.index("step")]) if a == "--with"]
+    return found
 
 
 def test_a_step_left_without_kubernetes_is_refused_in_one_line(tmp_path):
