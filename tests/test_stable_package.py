@@ -138,7 +138,17 @@ def test_the_package_is_metaflows_members_without_the_compile_site(tmp_path, mon
     info = json.loads(dict(ours)[info_name][1])
     full = json.loads(theirs[info_name][1])
     assert full["username"] and full["commit_sha"]  # what Metaflow's own INFO records here
-    assert info == {k: v for k, v in full.items() if k not in code_package.COMPILE_SITE_INFO}
+    assert set(info) == set(full) - code_package.COMPILE_SITE_INFO
+    assert {k: v for k, v in info.items() if k != "ext_info"} == {
+        k: v for k, v in full.items() if k not in code_package.COMPILE_SITE_INFO | {"ext_info"}}
+    # The extensions: Metaflow's own record, each package's file list sorted (pods use it as a set).
+    [packages, per_point] = info["ext_info"]
+    [full_packages, full_per_point] = full["ext_info"]
+    assert per_point == full_per_point and set(packages) == set(full_packages) and "mfargo" in packages
+    for name, package in packages.items():
+        assert package["files"] == sorted(full_packages[name]["files"])
+        assert {k: v for k, v in package.items() if k != "files"} == {
+            k: v for k, v in full_packages[name].items() if k != "files"}
     # What pods read from INFO stays: the Metaflow version, the extensions, the script.
     assert {"metaflow_version", "ext_info", "script"} <= set(info)
     assert recorded.metadata == MetaflowPackage(flow, environment, quiet).package_metadata

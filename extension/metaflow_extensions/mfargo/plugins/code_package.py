@@ -14,10 +14,11 @@ The same flow makes the same package whoever compiles it and whatever the git st
 it (so the YAML, which holds the package's sha, can be checked in: `--check`, the pre-commit
 hook). Three things in Metaflow's own tarball would change it: (1) its INFO file records who
 compiled it and where (user name, git commit, uncommitted changes, platform, Python build):
-mfargo leaves those keys out (COMPILE_SITE_INFO); pods read INFO for the Metaflow version,
-the extensions and the script's name, which stay; (2) each member's owner and permission bits
-are the compiling user's: mfargo writes owner 0 and 0644, or 0755 for an executable file; (3)
-members come in directory-listing order, which differs between clones: mfargo sorts them.
+mfargo leaves those keys out (COMPILE_SITE_INFO), and lists each extension's files sorted;
+pods read INFO for the Metaflow version, the extensions and the script's name, which stay;
+(2) each member's owner and permission bits are the compiling user's: mfargo writes owner 0
+and 0644, or 0755 for an executable file; (3) members come in directory-listing order, which
+differs between clones: mfargo sorts them.
 
 Metaflow's `@kubernetes` checks in `package_init` that the kubernetes client is importable
 by importing it (0.3-0.5 CPU-s); while packaging, the same check is made by finding the
@@ -138,6 +139,19 @@ def _tar_metadata(package) -> str:
         package._backend = recorded
 
 
+def _stable_info(info: dict) -> dict:
+    """INFO without COMPILE_SITE_INFO, each extension's file list sorted (Metaflow lists a
+    source-tree extension's files in directory order, which differs between clones; pods use
+    the list as a set). New lists: Metaflow's own are zipped with their full paths."""
+    info = {k: v for k, v in info.items() if k not in COMPILE_SITE_INFO}
+    if "ext_info" in info:
+        packages, per_point = info["ext_info"]
+        packages = {name: {**pkg, "files": sorted(pkg["files"])} if isinstance(pkg.get("files"), list) else pkg
+                    for name, pkg in packages.items()}
+        info["ext_info"] = [packages, per_point]
+    return info
+
+
 @contextlib.contextmanager
 def _info_without_compile_site(environment):
     """While packaging, the environment's INFO lacks COMPILE_SITE_INFO."""
@@ -145,8 +159,7 @@ def _info_without_compile_site(environment):
     original = environment.get_environment_info
 
     def get_environment_info(*args, **kwargs):
-        info = original(*args, **kwargs)
-        return {k: v for k, v in info.items() if k not in COMPILE_SITE_INFO}
+        return _stable_info(original(*args, **kwargs))
 
     environment.get_environment_info = get_environment_info
     try:
