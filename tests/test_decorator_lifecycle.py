@@ -192,7 +192,9 @@ def test_the_step_mutator_really_overrode_what_create_attached(tmp_path):
     assert pods["end"]["requests"]["cpu"] == 1 and pods["end"]["requests"]["memory"] == 4096e6
 
 
-def test_step_templates_carry_the_step_name_as_core_does(tmp_path):
+def test_pods_carry_the_annotations_metaflows_tools_read_as_cores_do(tmp_path):
+    """Each step template's metaflow/step_name; on every pod, what Metaflow's `kubernetes
+    list/kill` match pods by (flow name, run id, the user `argo-workflows`)."""
     flow = write_flow(tmp_path, WITH_FLOW)
     core = _core(flow, ())
     [ours] = [d for d in yaml.safe_load_all(compile_file(flow, "--code-in-image", "/app").stdout)
@@ -201,6 +203,10 @@ def test_step_templates_carry_the_step_name_as_core_does(tmp_path):
         by_name = {t["name"]: t for t in doc["spec"]["templates"]}
         for step in ("start", "middle", "end"):
             assert by_name[step]["metadata"]["annotations"]["metaflow/step_name"] == step
+    read = ("metaflow/flow_name", "metaflow/run_id", "metaflow/user")
+    pod_annotations = [{k: doc["spec"]["podMetadata"]["annotations"].get(k) for k in read} for doc in (core, ours)]
+    assert pod_annotations[0] == pod_annotations[1] == {
+        "metaflow/flow_name": "WithFlow", "metaflow/run_id": "argo-{{workflow.name}}", "metaflow/user": "argo-workflows"}
 
 
 def test_created_decorators_are_not_forwarded_to_the_pods(tmp_path):
