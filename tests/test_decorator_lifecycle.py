@@ -272,3 +272,28 @@ def test_mfargo_compile_passes_with_on_as_metaflow_takes_it(tmp_path):
     assert pods["end"]["requests"]["cpu"] == 2 and pods["end"]["requests"]["ephemeral-storage"] == 30000e6
     retries = {t["name"]: (t.get("retryStrategy") or {}).get("limit") for t in ours["spec"]["templates"]}
     assert retries["end"] == 1
+
+
+def test_gang_pods_carry_the_annotations_metaflows_tools_read_as_cores_do(tmp_path):
+    """JobSet pods are not Argo's (podMetadata does not reach them): their own template
+    carries the step, flow name and user, as core's gang pods do."""
+    import re
+
+    from engine_tools import gang_manifests
+
+    sys.path.insert(0, str(CORE_OFFLINE.parent))
+    import compile_scale
+
+    flow = write_flow(tmp_path, compile_scale.GANG_FLOW)
+    core = _core(flow, ())
+    [core_manifest] = [t["resource"]["manifest"] for t in core["spec"]["templates"] if t.get("resource")]
+    core_manifest = re.sub(r"{{(.*?)}}", "x", core_manifest, flags=re.S)
+    [(_, ours)] = gang_manifests(compile_file(flow, "--code-in-image", "/app").stdout)
+    read = ("metaflow/step_name", "metaflow/flow_name", "metaflow/user")
+    pods = []
+    for manifest in (yaml.safe_load(core_manifest), yaml.safe_load(ours)):
+        for job in manifest["spec"]["replicatedJobs"]:
+            annotations = job["template"]["spec"]["template"]["metadata"]["annotations"]
+            pods.append({k: annotations.get(k) for k in read})
+    assert pods[0] == {"metaflow/step_name": "train", "metaflow/flow_name": "GangFlow", "metaflow/user": "argo-workflows"}
+    assert all(p == pods[0] for p in pods)
