@@ -15,7 +15,7 @@ from mfargo import k8s_syntax
 from . import decorators as decos
 from . import graph as graphs
 from . import ir, naming, parameters
-from .constants import Env, Label
+from .constants import RUN_USER, Env, Label
 from .errors import CompileError
 from .options import CompileOptions
 
@@ -171,7 +171,7 @@ def _step_args(options: CompileOptions) -> tuple[str, ...]:
 def _shared_env(flow, wf_name: str, options: CompileOptions) -> tuple[tuple[str, str], ...]:
     env = dict(options.config_env)
     env.update(_metaflow_env(options))
-    env[Env.USER] = "argo-workflows"
+    env[Env.USER] = RUN_USER
     env[Env.RUNTIME_ENVIRONMENT] = "kubernetes"
     env[Env.ARGO_WORKFLOW_TEMPLATE] = wf_name
     env[Env.ARGO_WORKFLOW_NAME] = ir.WorkflowField.NAME

@@ -109,6 +109,7 @@ class Label:
     FLOW_NAME: Final = "metaflow/flow_name"
     RUN_ID: Final = "metaflow/run_id"
     STEP_NAME: Final = "metaflow/step_name"
+    USER: Final = "metaflow/user"  # Metaflow's `kubernetes list/kill --user` match pods by it
     ATTEMPT: Final = "metaflow/attempt"
     PRODUCTION_TOKEN: Final = "metaflow/production_token"
     PROJECT_NAME: Final = "metaflow/project_name"
@@ -170,6 +171,8 @@ class Path:
 FOREIGN_COMPUTE_DECORATORS: Final = ("batch", "snowpark", "slurm", "nvidia", "nvct", "skypilot_step")
 # mfargo's in-pod decorator (extension/metaflow_extensions/mfargo/plugins/pod_hooks.py).
 INTERNAL_DECORATOR: Final = "mfargo_internal"
+# The Metaflow user the pods run as (METAFLOW_USER; the pods' metaflow/user annotation), as in core.
+RUN_USER: Final = "argo-workflows"
 # Runs a pod's Metaflow command with its output saved as the task's logs (in-pod, like the above).
 TASK_LOGS_MODULE: Final = "metaflow_extensions.mfargo.plugins.task_logs"
 # Runs the start pod's `flow.py init` and `flow.py step start` in one interpreter (in-pod too).

@@ -246,10 +246,13 @@ def environment(step: str, decorators) -> tuple[tuple[str, str], ...]:
 
 
 def forwarded_specs(decorators) -> tuple[str, ...]:
-    """Decorators added with --with at compile time: pods must add them too."""
+    """Decorators added with --with at compile time: pods must add them too. Not those a
+    mutator inserted (it runs again in the pod, as in core), nor an @environment without
+    vars (what `create` attaches to every step: nothing to forward)."""
     specs = []
     for deco in decorators:
-        if deco.statically_defined or deco.name in _NOT_FORWARDED or deco.name.startswith("_"):
+        if deco.statically_defined or getattr(deco, "inserted_by", None) is not None or deco.name in _NOT_FORWARDED \
+                or deco.name.startswith("_") or (deco.name == "environment" and not deco.attributes.get("vars")):
             continue
         specs.append(deco.make_decorator_spec())
     return tuple(specs)

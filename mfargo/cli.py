@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--code-in-image", help="the flow's code is in the image at this directory")
     comp.add_argument("--datastore", help="Metaflow datastore type (s3, local)")
     comp.add_argument("--datastore-root", help="Metaflow datastore root")
+    comp.add_argument("--with", dest="decospecs", action="append", default=[], metavar="DECORATOR",
+                      help="add this step decorator to every step, as `python FLOW.py --with ...` (repeatable)")
     comp.add_argument("--check", action="store_true",
                       help="with -o: exit 1 printing a diff if FILE is stale; write nothing (pre-commit)")
     comp.add_argument("--no-cache", action="store_true",
@@ -43,6 +45,7 @@ def compile_command(args, create_args: list[str]) -> int:
         cmd.append("--datastore=%s" % args.datastore)
     if args.datastore_root:
         cmd.append("--datastore-root=%s" % args.datastore_root)
+    cmd += ["--with=%s" % spec for spec in args.decospecs]
     cmd += ["argo-workflows", "create"]
     if args.code_in_image:
         cmd += ["--code-in-image", args.code_in_image]

@@ -120,16 +120,13 @@ def attempt_tag(retry: ir.Retry) -> str | None:
 
 
 def step_metadata(step: ir.Step, retry: ir.Retry) -> m.Metadata | None:
-    """Pod labels/annotations from @kubernetes, and the attempt when there can be several.
-
-    The step name needs no annotation: Argo names each pod after its template.
-    """
-    annotations = dict(step.compute.annotations)
+    """Pod labels/annotations from @kubernetes, the step's name (as core's templates carry
+    it: tools that read core's pods find the step by it), and the attempt when there can be
+    several."""
+    annotations = {**dict(step.compute.annotations), Label.STEP_NAME: step.name}
     if attempt_tag(retry):
         annotations[Label.ATTEMPT] = attempt_tag(retry)
-    if not annotations and not step.compute.labels:
-        return None
-    return m.Metadata(labels=dict(step.compute.labels) or None, annotations=annotations or None)
+    return m.Metadata(labels=dict(step.compute.labels) or None, annotations=annotations)
 
 
 def pod_spec_patch(compute: ir.Compute) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from . import argo_models as m
 
 from mfargo.compiler import ir, naming
-from mfargo.compiler.constants import Env, JobSetKey, Label
+from mfargo.compiler.constants import RUN_USER, Env, JobSetKey, Label
 
 from metaflow_extensions.mfargo.plugins import pod_contract
 
@@ -60,10 +60,13 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
         Label.ARGO_WORKFLOW: expr.WORKFLOW_NAME,
         Label.WORKFLOW_NAME: expr.WORKFLOW_NAME,
     }
+    # What Argo's podMetadata gives its own pods (JobSet pods are not Argo's), as core's gangs carry it.
     annotations = {
         **dict(step.compute.annotations),
         Label.STEP_NAME: step.name,
         Label.RUN_ID: wiring.RUN_ID,
+        Label.FLOW_NAME: wf.flow_name,
+        Label.USER: RUN_USER,
     }
     if common.attempt_tag(step.retry):
         annotations[Label.ATTEMPT] = common.attempt_tag(step.retry)

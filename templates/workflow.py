@@ -7,7 +7,7 @@ import json
 from . import argo_models as m
 
 from mfargo.compiler import ir, naming
-from mfargo.compiler.constants import Api, Label
+from mfargo.compiler.constants import RUN_USER, Api, Label
 
 from . import common, dag, expr, gang_report, hooks, jobset, pod_command, recursion, sensor, step
 
@@ -49,7 +49,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             service_account_name=wf.deployment.bundle.service_account,
             pod_metadata=m.Metadata(
                 labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-task"},
-                annotations={Label.RUN_ID: expr.RUN_ID, Label.FLOW_NAME: wf.flow_name},
+                annotations={Label.RUN_ID: expr.RUN_ID, Label.FLOW_NAME: wf.flow_name, Label.USER: RUN_USER},
             ),
             workflow_metadata=m.WorkflowMetadata(labels={Label.PART_OF: Label.METAFLOW, Label.NAME: "metaflow-run"}),
             template_defaults=m.Template(

@@ -18,7 +18,7 @@ from metaflow._vendor import click
 
 from mfargo import versions
 
-from . import cluster_cli
+from . import cluster_cli, decorator_lifecycle
 from . import metaflow_inputs as inputs
 
 
@@ -146,6 +146,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         if output_file and not check:
             output.check_target(output_file)  # before compiling and uploading anything
         deploying = not (only_yaml or only_json or output_file or graph)
+        decorator_lifecycle.attach_as_core_create(obj)
         options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
                                          workflow_priority, auto_emit_argo_events)
         options = replace(options, title=workflow_title, description=workflow_description,
