@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 from mfargo.errors import UserError
 
@@ -37,13 +42,52 @@ PLURALS = {
 # an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read).
 TIMEOUT = (5, 15)
 CONNECT_RETRIES = 1
+# The total time one call may take, whatever the server does (the read timeout above is per
+# socket read: a server sending a byte every few seconds would never trip it). Seconds;
+# the environment variable overrides it (a slow API server, a huge list page).
+DEADLINE_ENV = "MFARGO_API_DEADLINE"
+DEADLINE = 30.0
+
+# `scheme://user:password@host`: the user-info part of any URL in a message.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+
+def without_credentials(text: str, secrets=()) -> str:
+    """``text`` with the user-info of every URL and each of ``secrets`` masked: no
+    password, token or key from a kube config ever reaches a message."""
+    text = _USERINFO.sub(r"\g<scheme>", str(text))
+    for secret in sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def server_of(url: str | None) -> str:
+    """The API server as messages name it: scheme://host:port, never user-info or a path."""
+    if not url:
+        return "(unknown)"
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return "%s://%s" % (parts.scheme, netloc) if parts.scheme else netloc
+
+
+def deadline() -> float:
+    value = os.environ.get(DEADLINE_ENV)
+    if not value:
+        return DEADLINE
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ClusterError("%s=%r: give a number of seconds" % (DEADLINE_ENV, value)) from None
+    if not 0 < seconds <= 86400:
+        raise ClusterError("%s=%r: give a number of seconds between 0 and 86400" % (DEADLINE_ENV, value))
+    return seconds
 
 
 class ClusterError(UserError):
     """One line for the user; the CLI prints it as ``mfargo: <message>`` and exits 1."""
 
     def __init__(self, message: str, status: int | None = None):
-        super().__init__(" ".join(str(message).split()))
+        super().__init__(" ".join(without_credentials(message).split()))
         self.status = status
 
 
@@ -79,7 +123,9 @@ class Cluster:
         self._api = None
         self._core_api = None
         self._client = None
-        self.host: str | None = None
+        self.host: str | None = None  # the API server's URL as configured (may hold user-info)
+        self._secrets: tuple[str, ...] = ()  # what messages must never show
+        self._in_use: dict[int, Any] = {}  # thread id -> the connection a call is using
 
     # -- connection ---------------------------------------------------------------
 
@@ -113,7 +159,7 @@ class Cluster:
             try:  # a pod with a service account
                 config.load_incluster_config(client_configuration=conf)
             except Exception as e:  # noqa: BLE001
-                raise ClusterError("in-cluster Kubernetes configuration failed: %s" % _first_line(e)) from None
+                raise self._error("in-cluster Kubernetes configuration failed: %s" % _first_line(e)) from None
         elif not any(os.path.exists(p) for p in files):
             raise ClusterError("no Kubernetes configuration: %s does not exist (set KUBECONFIG or create "
                                "~/.kube/config)" % path)
@@ -123,27 +169,75 @@ class Cluster:
                 config.load_kube_config(config_file=path, context=self._context,
                                         client_configuration=conf)
             except Exception as e:  # noqa: BLE001 - bad YAML, no current context, unknown context
-                raise ClusterError("cannot use the kube config %s: %s" % (path, _first_line(e))) from None
+                raise self._error("cannot use the kube config %s: %s" % (path, _first_line(e))) from None
         conf.retries = urllib3.Retry(total=CONNECT_RETRIES, connect=CONNECT_RETRIES, read=0, status=0,
                                      redirect=0, backoff_factor=0.1)
         self.host = conf.host
-        return client.ApiClient(conf)
+        self._secrets = _secrets_of(conf)
+        api = client.ApiClient(conf)
+        manager = api.rest_client.pool_manager
+        manager.pool_classes_by_scheme = {scheme: _watched_pool(cls, self._in_use)
+                                          for scheme, cls in manager.pool_classes_by_scheme.items()}
+        return api
+
+    @property
+    def server(self) -> str:
+        """scheme://host:port of the API server (what messages name)."""
+        return server_of(self.host)
 
     def _call(self, what: str, fn, *args, core: bool = False, **kwargs):
-        """Run one API call (CustomObjectsApi's ``fn``, CoreV1Api's with ``core``); every
-        failure becomes a one-line ClusterError naming ``what``."""
+        """Run one API call (CustomObjectsApi's ``fn``, CoreV1Api's with ``core``) within
+        the total deadline; every failure becomes a one-line ClusterError naming ``what``
+        and the API server."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        limit = deadline()
         api = self._core() if core else self._custom()
+        timeout = (min(TIMEOUT[0], limit), min(TIMEOUT[1], limit))
         try:
-            return getattr(api, fn)(*args, _request_timeout=TIMEOUT, **kwargs)
+            return self._within(limit, what, lambda: getattr(api, fn)(*args, _request_timeout=timeout, **kwargs))
         except ApiException as e:
-            raise ClusterError("%s: %s" % (what, _describe(e)), status=e.status) from None
-        except urllib3.exceptions.HTTPError as e:
-            raise ClusterError("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.host, _reason(e))) from None
-        except OSError as e:
-            raise ClusterError("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.host, _reason(e))) from None
+            raise self._error("%s: %s" % (what, _describe(e, self.server)), e.status) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise self._error("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.server, _reason(e))) \
+                from None
+
+    def _within(self, limit: float, what: str, call):
+        """``call()`` in a worker thread, waited for at most ``limit`` seconds. At the
+        deadline the connection it is reading from is shut down (so the worker ends too)
+        and the caller gets a one-line error naming what it waited for and how long."""
+        outcome: dict = {}
+
+        def work():
+            try:
+                outcome["value"] = call()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                outcome["error"] = e
+            finally:
+                self._in_use.pop(threading.get_ident(), None)
+
+        worker = threading.Thread(target=work, name="mfargo-api-call", daemon=True)
+        started = time.monotonic()
+        worker.start()
+        worker.join(limit)
+        if worker.is_alive():
+            conn = self._in_use.pop(worker.ident, None)
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            raise self._error("%s: no complete answer from the Kubernetes API at %s within %.0f s (the deadline "
+                              "of every API call; %s sets it)" % (what, self.server, time.monotonic() - started,
+                                                                 DEADLINE_ENV))
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+    def _error(self, message: str, status: int | None = None) -> ClusterError:
+        return ClusterError(without_credentials(message, self._secrets), status=status)
 
     # -- generic verbs --------------------------------------------------------------
 
@@ -307,8 +401,32 @@ def workflow_body(template: str, parameters: dict[str, str], annotations=None, l
     return {"apiVersion": "%s/%s" % (ARGO_GROUP, ARGO_VERSION), "kind": "Workflow", "metadata": metadata, "spec": spec}
 
 
-def _describe(e) -> str:
-    """Kubernetes' own message for an API error, prefixed by what it means."""
+def _watched_pool(cls, in_use: dict):
+    """``cls`` (urllib3's connection pool) recording which connection each thread takes,
+    so a call past its deadline can be cut off (``Cluster._within``)."""
+
+    class Watched(cls):
+        def _get_conn(self, timeout=None):
+            conn = super()._get_conn(timeout)
+            in_use[threading.get_ident()] = conn
+            return conn
+
+    Watched.__name__ = Watched.__qualname__ = "Watched" + cls.__name__
+    return Watched
+
+
+def _secrets_of(conf) -> tuple[str, ...]:
+    """Every credential a loaded configuration holds (masked in messages)."""
+    out = [conf.password, conf.username]
+    for value in (conf.api_key or {}).values():
+        out += [value, str(value).split(" ", 1)[-1]]  # "Bearer <token>" and the token alone
+    userinfo = urlsplit(conf.host or "").netloc.rpartition("@")[0]
+    out += [userinfo, *userinfo.split(":", 1)] if userinfo else []
+    return tuple(str(s) for s in out if s)
+
+
+def _describe(e, server: str) -> str:
+    """Kubernetes' own message for an API error, prefixed by what it means and who said it."""
     message = ""
     if e.body:
         try:
@@ -316,15 +434,11 @@ def _describe(e) -> str:
         except (ValueError, AttributeError):
             message = str(e.body)[:200]
     message = message or e.reason or "no details"
+    meaning = {401: "unauthorized (401)", 403: "forbidden (403)", 404: "not found (404)",
+               409: "conflict (409)"}.get(e.status, "Kubernetes API error %s" % e.status)
     if e.status == 401:
-        return "unauthorized (401): the credentials in your kube config were rejected: %s" % message
-    if e.status == 403:
-        return "forbidden (403): %s" % message
-    if e.status == 404:
-        return "not found (404): %s" % message
-    if e.status == 409:
-        return "conflict (409): %s" % message
-    return "Kubernetes API error %s: %s" % (e.status, message)
+        message = "the credentials in your kube config were rejected: " + message
+    return "%s from the API server at %s: %s" % (meaning, server, message)
 
 
 def _reason(e: BaseException) -> str:
