@@ -127,12 +127,13 @@ def _undo(cluster: Cluster, item: Done) -> str:
         name = item.result["metadata"]["name"] if item.result else w.name
         cluster.delete(w.res, name, w.namespace)
         return "%s: deleted" % w.label if not w.is_run else "run %s: deleted" % name
-    body = restorable(w.previous)
-    if item.action == "replaced":
+    if item.action == "replaced":  # the same object (uid and all), at the version this deploy wrote
+        body = json.loads(json.dumps(w.previous))
+        body["metadata"].pop("managedFields", None)
         body["metadata"]["resourceVersion"] = item.result["metadata"]["resourceVersion"]
         cluster.replace(w.res, w.name, body, w.namespace)
         return "%s: previous version restored" % w.label
-    cluster.create(w.res, body, w.namespace)
+    cluster.create(w.res, restorable(w.previous), w.namespace)
     return "%s: re-created" % w.label
 
 

@@ -13,7 +13,7 @@ group/version to play a cluster without that CRD).
 It keeps objects in memory (resourceVersion, generateName, 409 on an existing name or a
 stale resourceVersion, JSON merge patch, list with limit/continue) and records every
 request as the client really sent it, so tests assert on method, path, headers and body.
-``fail(...)`` makes the next matching requests answer with an error Status.
+``fail(...)`` makes the next matching requests (or those after the first N) answer with an error Status.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ class Failure:
     status: int
     message: str
     times: int
+    after: int = 0  # matching requests answered normally before the failures begin
 
 
 @dataclass
@@ -123,8 +124,10 @@ class FakeKube:
     def names(self, plural, namespace="default") -> list[str]:
         return sorted(k[4] for k in self.objects if k[3] == plural and k[2] == namespace)
 
-    def fail(self, method: str, path_regex: str, status: int, message: str = "injected", times: int = 1):
-        self.failures.append(Failure(method.upper(), re.compile(path_regex), status, message, times))
+    def fail(self, method: str, path_regex: str, status: int, message: str = "injected", times: int = 1,
+             after: int = 0):
+        """The next ``times`` matching requests (after ``after`` answered normally) fail."""
+        self.failures.append(Failure(method.upper(), re.compile(path_regex), status, message, times, after))
 
     def calls(self, method: str | None = None, plural: str | None = None) -> list[Request]:
         return [r for r in self.requests if (method is None or r.method == method) and (plural is None or r.plural == plural)]
@@ -150,6 +153,9 @@ class FakeKube:
         self.requests.append(Request(method, parts.path, query, headers, json.loads(json.dumps(body))))
         for f in self.failures:
             if f.times > 0 and f.method == method and f.pattern.search(parts.path):
+                if f.after > 0:
+                    f.after -= 1
+                    continue
                 f.times -= 1
                 return f.status, status(f.status, f.message)
         d = DISCOVERY.match(parts.path)
