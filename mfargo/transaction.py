@@ -86,7 +86,7 @@ def run(cluster: Cluster, writes: list[Write], workflow: str, echo) -> list[Done
         try:
             item = _do(cluster, w)
         except ClusterError as e:
-            raise _failed(cluster, workflow, done, e) from None
+            raise _failed(cluster, workflow, done, e, w) from None
         done.append(item)
         if item.action == "started":
             echo("Started run *%s*" % naming.run_id(item.result["metadata"]["name"]))
@@ -137,18 +137,43 @@ def _undo(cluster: Cluster, item: Done) -> str:
     return "%s: re-created" % w.label
 
 
-def _failed(cluster: Cluster, workflow: str, done: list[Done], error: ClusterError) -> PartialDeploy:
-    undone, left = [], []
+def _unanswered(cluster: Cluster, w: Write) -> Done | None:
+    """A write that got no answer (a deadline, a dropped connection) may have happened: what
+    it did, read back, as a write to undo (None: it did not happen)."""
+    live = cluster.get(w.res, w.name, w.namespace)
+    if w.body is None:
+        return Done(w, "deleted", None) if live is None else None
+    if w.previous is None:
+        return Done(w, "created", live) if live is not None else None
+    if live is not None and live["metadata"].get("resourceVersion") != w.previous["metadata"].get("resourceVersion"):
+        return Done(w, "replaced", live)
+    return None
+
+
+def _failed(cluster: Cluster, workflow: str, done: list[Done], error: ClusterError,
+            failing: Write | None = None) -> PartialDeploy:
+    undone, left, unknown = [], [], []
+    if failing is not None and error.status is None and not failing.is_run:
+        try:
+            maybe = _unanswered(cluster, failing)
+            done = done + [maybe] if maybe is not None else done
+        except ClusterError as e:
+            unknown.append("%s may or may not have been written (the write got no answer and reading it back "
+                           "failed: %s); check it with `kubectl get -n %s %s %s`"
+                           % (failing.label, e, failing.namespace, _kubectl_type(failing.res), failing.name))
     for item in reversed(done):
         try:
             undone.append(_undo(cluster, item))
         except ClusterError as e:
             left.append((item, e))
-    if not left:
+    if not left and not unknown:
         return PartialDeploy("deploy of %s failed, nothing changed: %s%s"
                              % (workflow, error, "; undone: " + ", ".join(undone) if undone else ""))
-    saved = _save_dir(workflow)
-    report = [_left(item, e, saved) for item, e in left]
+    saved = _save_dir(workflow) if left else None
+    return _report(workflow, error, unknown + [_left(item, e, saved) for item, e in left], undone)
+
+
+def _report(workflow: str, error: ClusterError, report: list[str], undone: list[str]) -> PartialDeploy:
     return PartialDeploy(
         "deploy of %s failed: %s; undoing it failed too, so the namespace holds a mix. Left: %s.%s Everything "
         "else is as before the deploy. To finish the deploy, fix the cause and rerun `argo-workflows create`; "

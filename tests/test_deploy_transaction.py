@@ -126,6 +126,17 @@ def test_a_failed_rollback_says_what_is_left_object_by_object_and_how_to_undo_it
     assert sorted(state(kube)) == [("cronworkflows", "helloflow")]
 
 
+def test_a_write_that_got_no_answer_in_time_is_read_back_and_undone(kube, tmp_path):  # noqa: F811
+    env = bundle_env(kube, tmp_path)
+    kube.stall("POST", "/sensors$", 8)  # the Sensor is created, but answered after the deadline
+    line = one_line_error(env.create(check=False, MFARGO_API_DEADLINE="3"))
+    assert line.startswith("mfargo: deploy of helloflow failed, nothing changed: create sensors helloflow: no "
+                           "complete answer from the Kubernetes API at %s within 3 s" % kube.url), line
+    assert line.endswith("; undone: Sensor ns1/helloflow: deleted, CronWorkflow ns1/helloflow: deleted, "
+                         "WorkflowTemplate ns1/helloflow: deleted"), line
+    assert state(kube) == {}
+
+
 def test_stale_objects_are_deleted_before_the_new_starters_and_recreated_on_a_failure(kube, tmp_path):  # noqa: F811
     env = bundle_env(kube, tmp_path)
     env.create()
