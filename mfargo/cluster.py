@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import socket
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Iterator
-from urllib.parse import urlsplit
 
+from mfargo import api_guard
+from mfargo.api_guard import server_of, without_credentials
 from mfargo.errors import UserError
 
 ARGO_GROUP = "argoproj.io"
@@ -39,50 +36,10 @@ PLURALS = {
 }
 
 # Connect / read timeouts (seconds) of every request, and one retry of a failed connect:
-# an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read).
+# an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read);
+# every call as a whole within api_guard's deadline (30 s unless MFARGO_API_DEADLINE says).
 TIMEOUT = (5, 15)
 CONNECT_RETRIES = 1
-# The total time one call may take, whatever the server does (the read timeout above is per
-# socket read: a server sending a byte every few seconds would never trip it). Seconds;
-# the environment variable overrides it (a slow API server, a huge list page).
-DEADLINE_ENV = "MFARGO_API_DEADLINE"
-DEADLINE = 30.0
-
-# `scheme://user:password@host`: the user-info part of any URL in a message.
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
-
-
-def without_credentials(text: str, secrets=()) -> str:
-    """``text`` with the user-info of every URL and each of ``secrets`` masked: no
-    password, token or key from a kube config ever reaches a message."""
-    text = _USERINFO.sub(r"\g<scheme>", str(text))
-    for secret in sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
-
-
-def server_of(url: str | None) -> str:
-    """The API server as messages name it: scheme://host:port, never user-info or a path."""
-    if not url:
-        return "(unknown)"
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    return "%s://%s" % (parts.scheme, netloc) if parts.scheme else netloc
-
-
-def deadline() -> float:
-    value = os.environ.get(DEADLINE_ENV)
-    if not value:
-        return DEADLINE
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ClusterError("%s=%r: give a number of seconds" % (DEADLINE_ENV, value)) from None
-    if not 0 < seconds <= 86400:
-        raise ClusterError("%s=%r: give a number of seconds between 0 and 86400" % (DEADLINE_ENV, value))
-    return seconds
-
-
 class ClusterError(UserError):
     """One line for the user; the CLI prints it as ``mfargo: <message>`` and exits 1."""
 
@@ -173,10 +130,10 @@ class Cluster:
         conf.retries = urllib3.Retry(total=CONNECT_RETRIES, connect=CONNECT_RETRIES, read=0, status=0,
                                      redirect=0, backoff_factor=0.1)
         self.host = conf.host
-        self._secrets = _secrets_of(conf)
+        self._secrets = api_guard.secrets_of(conf)
         api = client.ApiClient(conf)
         manager = api.rest_client.pool_manager
-        manager.pool_classes_by_scheme = {scheme: _watched_pool(cls, self._in_use)
+        manager.pool_classes_by_scheme = {scheme: api_guard.watched_pool(cls, self._in_use)
                                           for scheme, cls in manager.pool_classes_by_scheme.items()}
         return api
 
@@ -192,49 +149,20 @@ class Cluster:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        limit = deadline()
+        limit = api_guard.deadline()
         api = self._core() if core else self._custom()
-        timeout = (min(TIMEOUT[0], limit), min(TIMEOUT[1], limit))
         try:
-            return self._within(limit, what, lambda: getattr(api, fn)(*args, _request_timeout=timeout, **kwargs))
+            return api_guard.within(limit, lambda: getattr(api, fn)(*args, _request_timeout=TIMEOUT, **kwargs),
+                                    self._in_use)
+        except api_guard.DeadlineExceeded as e:
+            raise self._error("%s: no complete answer from the Kubernetes API at %s within %.0f s (the deadline of "
+                              "every API call; %s sets it)" % (what, self.server, e.seconds, api_guard.DEADLINE_ENV)) \
+                from None
         except ApiException as e:
             raise self._error("%s: %s" % (what, _describe(e, self.server)), e.status) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise self._error("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.server, _reason(e))) \
                 from None
-
-    def _within(self, limit: float, what: str, call):
-        """``call()`` in a worker thread, waited for at most ``limit`` seconds. At the
-        deadline the connection it is reading from is shut down (so the worker ends too)
-        and the caller gets a one-line error naming what it waited for and how long."""
-        outcome: dict = {}
-
-        def work():
-            try:
-                outcome["value"] = call()
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-                outcome["error"] = e
-            finally:
-                self._in_use.pop(threading.get_ident(), None)
-
-        worker = threading.Thread(target=work, name="mfargo-api-call", daemon=True)
-        started = time.monotonic()
-        worker.start()
-        worker.join(limit)
-        if worker.is_alive():
-            conn = self._in_use.pop(worker.ident, None)
-            sock = getattr(conn, "sock", None)
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            raise self._error("%s: no complete answer from the Kubernetes API at %s within %.0f s (the deadline "
-                              "of every API call; %s sets it)" % (what, self.server, time.monotonic() - started,
-                                                                 DEADLINE_ENV))
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
 
     def _error(self, message: str, status: int | None = None) -> ClusterError:
         return ClusterError(without_credentials(message, self._secrets), status=status)
@@ -399,30 +327,6 @@ def workflow_body(template: str, parameters: dict[str, str], annotations=None, l
     if parameters:
         spec["arguments"] = {"parameters": [{"name": k, "value": v} for k, v in parameters.items()]}
     return {"apiVersion": "%s/%s" % (ARGO_GROUP, ARGO_VERSION), "kind": "Workflow", "metadata": metadata, "spec": spec}
-
-
-def _watched_pool(cls, in_use: dict):
-    """``cls`` (urllib3's connection pool) recording which connection each thread takes,
-    so a call past its deadline can be cut off (``Cluster._within``)."""
-
-    class Watched(cls):
-        def _get_conn(self, timeout=None):
-            conn = super()._get_conn(timeout)
-            in_use[threading.get_ident()] = conn
-            return conn
-
-    Watched.__name__ = Watched.__qualname__ = "Watched" + cls.__name__
-    return Watched
-
-
-def _secrets_of(conf) -> tuple[str, ...]:
-    """Every credential a loaded configuration holds (masked in messages)."""
-    out = [conf.password, conf.username]
-    for value in (conf.api_key or {}).values():
-        out += [value, str(value).split(" ", 1)[-1]]  # "Bearer <token>" and the token alone
-    userinfo = urlsplit(conf.host or "").netloc.rpartition("@")[0]
-    out += [userinfo, *userinfo.split(":", 1)] if userinfo else []
-    return tuple(str(s) for s in out if s)
 
 
 def _describe(e, server: str) -> str:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mfargo import tokens
+from mfargo import owners, tokens
 from mfargo.cluster import CRON_WORKFLOWS, SENSORS, WORKFLOW_TEMPLATES, Cluster, Resource
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
@@ -48,7 +48,7 @@ class Target:
         """The deployed WorkflowTemplate; an error if one exists that Metaflow did not make."""
         live = self.cluster.get(WORKFLOW_TEMPLATES, self.name)
         if live is not None and Label.FLOW_NAME not in annotations(live) and not self.replace_other:
-            raise _not_metaflow(self.name, self.namespace)
+            raise owners.not_metaflow(self.name, self.namespace)
         return live
 
 
@@ -118,9 +118,8 @@ def deploy_token(target: Target, live: dict | None, request: TokenRequest) -> st
     ann = annotations(live) if live else {}
     if not authorized(target, ann, request.authorize):
         raise token_refusal(target, ann.get(Label.OWNER), "create")
-    mine = (target.flow_name, target.project, target.branch if target.project else None)
     # Replacing another flow's/branch's deployment (--replace-other) does not inherit its token.
-    previous = ann.get(Label.PRODUCTION_TOKEN) if owner_of(live or {}) == mine else None
+    previous = ann.get(Label.PRODUCTION_TOKEN) if owners.owner_of(live or {}) == my_owner(target) else None
     return tokens.deploy_token(previous, request.given, request.generate, target.project, _new_token(target))
 
 
@@ -159,8 +158,8 @@ def stamp_deployment(target: Target, docs: list[dict], token: str, parameters: d
         ann[Label.BUNDLE_OBJECTS] = json.dumps(others, sort_keys=True)
     wf_meta = template["spec"].setdefault("workflowMetadata", {})
     wf_meta.setdefault("annotations", {}).update(run_ann)
-    owner = {k: v for k, v in run_ann.items() if k in (Label.FLOW_NAME, Label.PROJECT_NAME, Label.BRANCH_NAME)}
-    for doc in docs[1:]:  # whose each object is: `create` reads it before replacing (check_owner)
+    owner = {k: v for k, v in run_ann.items() if k in owners.KEYS}
+    for doc in docs[1:]:  # whose each object is: `create` reads it before replacing (mfargo.owners)
         if doc["kind"] != "Workflow":
             doc["metadata"].setdefault("annotations", {}).update(owner)
 
@@ -207,45 +206,13 @@ def check_prerequisites(target: Target, docs: list[dict], echo: Echo) -> None:
         raise DeployError("nothing deployed: the cluster lacks what the workflow needs: %s" % "; ".join(missing))
 
 
-# -- who deployed what -----------------------------------------------------------------------
-
-
-def owner_of(obj: dict) -> tuple[str | None, str | None, str | None]:
-    """(flow, @project, branch) a deployed object names in its annotations."""
-    ann = annotations(obj)
-    return ann.get(Label.FLOW_NAME), ann.get(Label.PROJECT_NAME), ann.get(Label.BRANCH_NAME)
-
-
-def _describe_owner(flow: str | None, project: str | None, branch: str | None) -> str:
-    return "flow %s" % flow + (" (@project %s, branch %s)" % (project, branch) if project else "")
-
-
 def check_owner(target: Target, kind: str, live: dict | None) -> None:
-    """Refuse to replace what another flow, @project or branch deployed (two of them may
-    compile to one name), unless ``target.replace_other``. Objects without Metaflow's
-    annotations are refused for the WorkflowTemplate only (older deploys did not mark the rest)."""
-    if live is None or target.replace_other:
-        return
-    name = live["metadata"]["name"]
-    mine = (target.flow_name, target.project, target.branch if target.project else None)
-    theirs = owner_of(live)
-    if theirs[0] is None:
-        if kind == "WorkflowTemplate":
-            raise _not_metaflow(name, target.namespace)
-        return
-    if theirs != mine:
-        raise DeployError(
-            "nothing deployed: %s %s in namespace %s belongs to %s, not to this %s; pass `create %s` to replace it"
-            % (kind, name, target.namespace, _describe_owner(*theirs), _describe_owner(*mine), REPLACE_OTHER))
+    """``mfargo.owners.check`` for this target (``--replace-other``: ``target.replace_other``)."""
+    owners.check(kind, live, my_owner(target), target.namespace, target.replace_other)
 
 
-REPLACE_OTHER = "--replace-other"  # the option of `create` that allows replacing another owner's objects
-
-
-def _not_metaflow(name: str, namespace: str) -> DeployError:
-    return DeployError("a WorkflowTemplate named %s that was not deployed by Metaflow exists in namespace %s: "
-                       "delete it, choose another name with `argo-workflows --name`, or pass `create %s` to "
-                       "replace it" % (name, namespace, REPLACE_OTHER))
+def my_owner(target: Target) -> owners.Owner:
+    return owners.owner(target.flow_name, target.project, target.branch)
 
 
 def _stale_refs(target: Target, live: dict | None, docs: list[dict]) -> list[dict]:

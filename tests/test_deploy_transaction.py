@@ -16,9 +16,11 @@ import pytest
 from k8s_fake import TOKEN, kube  # noqa: F401 - fixture
 from test_cluster_cli import FLOW, Env, one_line_error
 
+from mfargo import api_guard, deploy, owners, transaction
 from mfargo import cluster as cluster_mod
-from mfargo import deploy, transaction
-from mfargo.cluster import Cluster, ClusterError, without_credentials
+from mfargo.api_guard import server_of, without_credentials
+from mfargo.cluster import Cluster, ClusterError
+from mfargo.errors import UserError
 
 BUNDLE_FLOW = FLOW.replace("from metaflow import", "from metaflow import schedule, trigger,").replace(
     "class HelloFlow", '@schedule(hourly=True)\n@trigger(event="data.ready")\nclass HelloFlow')
@@ -220,7 +222,7 @@ def test_every_object_of_a_deploy_names_its_owner_and_another_owners_is_not_touc
     assert [d["metadata"]["annotations"]["metaflow/flow_name"] for d in docs] == ["HelloFlow"] * 3
     kube.put({"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",
               "metadata": {"name": "helloflow", "annotations": {"metaflow/flow_name": "OtherFlow"}}}, namespace="ns1")
-    with pytest.raises(deploy.DeployError, match="^nothing deployed: CronWorkflow helloflow in namespace ns1 belongs "
+    with pytest.raises(owners.OwnerConflict, match="^nothing deployed: CronWorkflow helloflow in namespace ns1 belongs "
                                                  "to flow OtherFlow, not to this flow HelloFlow"):
         transaction.plan(target.cluster, docs, [], "ns1", lambda kind, obj: deploy.check_owner(target, kind, obj))
     assert {r.method for r in kube.requests} == {"GET"}
@@ -300,7 +302,7 @@ def no_secret_in(text: str) -> None:
 
 
 def test_a_call_to_a_slow_drip_server_ends_at_its_deadline_and_frees_its_thread(drip, tmp_path, monkeypatch):
-    monkeypatch.setenv(cluster_mod.DEADLINE_ENV, "1")
+    monkeypatch.setenv(api_guard.DEADLINE_ENV, "1")
     start = time.monotonic()
     with pytest.raises(ClusterError) as e:
         Cluster("ns1", kubeconfig=str(drip.kubeconfig(tmp_path / "kc"))).get(cluster_mod.WORKFLOWS, "x")
@@ -308,17 +310,17 @@ def test_a_call_to_a_slow_drip_server_ends_at_its_deadline_and_frees_its_thread(
     assert str(e.value) == ("get workflows x: no complete answer from the Kubernetes API at http://127.0.0.1:%d "
                             "within 1 s (the deadline of every API call; MFARGO_API_DEADLINE sets it)" % drip.port)
     for _ in range(50):  # the connection was cut: the worker does not read on
-        if not any(t.name == "mfargo-api-call" for t in threading.enumerate()):
+        if not any(t.name == api_guard.THREAD_NAME for t in threading.enumerate()):
             break
         time.sleep(0.1)
-    assert not any(t.name == "mfargo-api-call" for t in threading.enumerate())
+    assert not any(t.name == api_guard.THREAD_NAME for t in threading.enumerate())
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-5"])
 def test_a_bad_deadline_setting_is_one_line(tmp_path, monkeypatch, value):
-    monkeypatch.setenv(cluster_mod.DEADLINE_ENV, value)
-    with pytest.raises(ClusterError, match="^MFARGO_API_DEADLINE=.*: give a number of seconds"):
-        cluster_mod.deadline()
+    monkeypatch.setenv(api_guard.DEADLINE_ENV, value)
+    with pytest.raises(UserError, match="^MFARGO_API_DEADLINE=.*: give a number of seconds"):
+        api_guard.deadline()
 
 
 def test_create_and_status_are_bounded_against_a_slow_drip_server(drip, kube, tmp_path):  # noqa: F811
@@ -338,11 +340,10 @@ def test_the_deployer_api_is_bounded_against_a_slow_drip_server(drip, tmp_path, 
     import metaflow.metaflow_config as config
 
     from metaflow_extensions.mfargo.plugins.deployer_objects import MfargoDeployedFlow
-    from mfargo.errors import UserError
 
     monkeypatch.setenv("KUBECONFIG", str(drip.kubeconfig(tmp_path / "kc")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv(cluster_mod.DEADLINE_ENV, "1")
+    monkeypatch.setenv(api_guard.DEADLINE_ENV, "1")
     monkeypatch.setattr(config, "KUBERNETES_NAMESPACE", "ns1")
     for call in (lambda: MfargoDeployedFlow.from_deployment("helloflow"),
                  lambda: list(MfargoDeployedFlow.list_deployed_flows())):
@@ -378,4 +379,4 @@ def test_without_credentials_masks_user_info_and_known_secrets():
     text = "at https://bob:pa55@api.example.com:6443/x and http://tok@h/ with Bearer abc123token"
     assert without_credentials(text, ("abc123token",)) == (
         "at https://api.example.com:6443/x and http://h/ with Bearer ***")
-    assert cluster_mod.server_of("https://bob:pa55@api.example.com:6443/prefix") == "https://api.example.com:6443"
+    assert server_of("https://bob:pa55@api.example.com:6443/prefix") == "https://api.example.com:6443"
