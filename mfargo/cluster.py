@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from mfargo import api_guard
+from mfargo.api_guard import server_of, without_credentials
 from mfargo.errors import UserError
 
 ARGO_GROUP = "argoproj.io"
@@ -34,16 +36,15 @@ PLURALS = {
 }
 
 # Connect / read timeouts (seconds) of every request, and one retry of a failed connect:
-# an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read).
+# an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read);
+# every call as a whole within api_guard's deadline (30 s unless MFARGO_API_DEADLINE says).
 TIMEOUT = (5, 15)
 CONNECT_RETRIES = 1
-
-
 class ClusterError(UserError):
     """One line for the user; the CLI prints it as ``mfargo: <message>`` and exits 1."""
 
     def __init__(self, message: str, status: int | None = None):
-        super().__init__(" ".join(str(message).split()))
+        super().__init__(" ".join(without_credentials(message).split()))
         self.status = status
 
 
@@ -79,7 +80,9 @@ class Cluster:
         self._api = None
         self._core_api = None
         self._client = None
-        self.host: str | None = None
+        self.host: str | None = None  # the API server's URL as configured (may hold user-info)
+        self._secrets: tuple[str, ...] = ()  # what messages must never show
+        self._in_use: dict[int, Any] = {}  # thread id -> the connection a call is using
 
     # -- connection ---------------------------------------------------------------
 
@@ -113,7 +116,7 @@ class Cluster:
             try:  # a pod with a service account
                 config.load_incluster_config(client_configuration=conf)
             except Exception as e:  # noqa: BLE001
-                raise ClusterError("in-cluster Kubernetes configuration failed: %s" % _first_line(e)) from None
+                raise self._error("in-cluster Kubernetes configuration failed: %s" % _first_line(e)) from None
         elif not any(os.path.exists(p) for p in files):
             raise ClusterError("no Kubernetes configuration: %s does not exist (set KUBECONFIG or create "
                                "~/.kube/config)" % path)
@@ -123,27 +126,46 @@ class Cluster:
                 config.load_kube_config(config_file=path, context=self._context,
                                         client_configuration=conf)
             except Exception as e:  # noqa: BLE001 - bad YAML, no current context, unknown context
-                raise ClusterError("cannot use the kube config %s: %s" % (path, _first_line(e))) from None
+                raise self._error("cannot use the kube config %s: %s" % (path, _first_line(e))) from None
         conf.retries = urllib3.Retry(total=CONNECT_RETRIES, connect=CONNECT_RETRIES, read=0, status=0,
                                      redirect=0, backoff_factor=0.1)
         self.host = conf.host
-        return client.ApiClient(conf)
+        self._secrets = api_guard.secrets_of(conf)
+        api = client.ApiClient(conf)
+        manager = api.rest_client.pool_manager
+        manager.pool_classes_by_scheme = {scheme: api_guard.watched_pool(cls, self._in_use)
+                                          for scheme, cls in manager.pool_classes_by_scheme.items()}
+        return api
+
+    @property
+    def server(self) -> str:
+        """scheme://host:port of the API server (what messages name)."""
+        return server_of(self.host)
 
     def _call(self, what: str, fn, *args, core: bool = False, **kwargs):
-        """Run one API call (CustomObjectsApi's ``fn``, CoreV1Api's with ``core``); every
-        failure becomes a one-line ClusterError naming ``what``."""
+        """Run one API call (CustomObjectsApi's ``fn``, CoreV1Api's with ``core``) within
+        the total deadline; every failure becomes a one-line ClusterError naming ``what``
+        and the API server."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        limit = api_guard.deadline()
         api = self._core() if core else self._custom()
         try:
-            return getattr(api, fn)(*args, _request_timeout=TIMEOUT, **kwargs)
+            return api_guard.within(limit, lambda: getattr(api, fn)(*args, _request_timeout=TIMEOUT, **kwargs),
+                                    self._in_use)
+        except api_guard.DeadlineExceeded as e:
+            raise self._error("%s: no complete answer from the Kubernetes API at %s within %.0f s (the deadline of "
+                              "every API call; %s sets it)" % (what, self.server, e.seconds, api_guard.DEADLINE_ENV)) \
+                from None
         except ApiException as e:
-            raise ClusterError("%s: %s" % (what, _describe(e)), status=e.status) from None
-        except urllib3.exceptions.HTTPError as e:
-            raise ClusterError("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.host, _reason(e))) from None
-        except OSError as e:
-            raise ClusterError("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.host, _reason(e))) from None
+            raise self._error("%s: %s" % (what, _describe(e, self.server)), e.status) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise self._error("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.server, _reason(e))) \
+                from None
+
+    def _error(self, message: str, status: int | None = None) -> ClusterError:
+        return ClusterError(without_credentials(message, self._secrets), status=status)
 
     # -- generic verbs --------------------------------------------------------------
 
@@ -307,8 +329,8 @@ def workflow_body(template: str, parameters: dict[str, str], annotations=None, l
     return {"apiVersion": "%s/%s" % (ARGO_GROUP, ARGO_VERSION), "kind": "Workflow", "metadata": metadata, "spec": spec}
 
 
-def _describe(e) -> str:
-    """Kubernetes' own message for an API error, prefixed by what it means."""
+def _describe(e, server: str) -> str:
+    """Kubernetes' own message for an API error, prefixed by what it means and who said it."""
     message = ""
     if e.body:
         try:
@@ -316,15 +338,11 @@ def _describe(e) -> str:
         except (ValueError, AttributeError):
             message = str(e.body)[:200]
     message = message or e.reason or "no details"
+    meaning = {401: "unauthorized (401)", 403: "forbidden (403)", 404: "not found (404)",
+               409: "conflict (409)"}.get(e.status, "Kubernetes API error %s" % e.status)
     if e.status == 401:
-        return "unauthorized (401): the credentials in your kube config were rejected: %s" % message
-    if e.status == 403:
-        return "forbidden (403): %s" % message
-    if e.status == 404:
-        return "not found (404): %s" % message
-    if e.status == 409:
-        return "conflict (409): %s" % message
-    return "Kubernetes API error %s: %s" % (e.status, message)
+        message = "the credentials in your kube config were rejected: " + message
+    return "%s from the API server at %s: %s" % (meaning, server, message)
 
 
 def _reason(e: BaseException) -> str:

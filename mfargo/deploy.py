@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mfargo import tokens
+from mfargo import owners, tokens
 from mfargo.cluster import CRON_WORKFLOWS, SENSORS, WORKFLOW_TEMPLATES, Cluster, Resource
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
@@ -35,6 +35,7 @@ class Target:
     namespace: str
     project: str | None = None
     branch: str | None = None
+    replace_other: bool = False  # `create --replace-other`: may replace another flow's/branch's objects
     _cluster: Cluster | None = field(default=None, repr=False)
 
     @property
@@ -46,11 +47,8 @@ class Target:
     def existing(self) -> dict | None:
         """The deployed WorkflowTemplate; an error if one exists that Metaflow did not make."""
         live = self.cluster.get(WORKFLOW_TEMPLATES, self.name)
-        if live is not None and Label.FLOW_NAME not in annotations(live):
-            raise DeployError(
-                "a WorkflowTemplate named %s that was not deployed by Metaflow exists in namespace %s: "
-                "delete it or choose another name with `argo-workflows --name`" % (self.name, self.namespace)
-            )
+        if live is not None and Label.FLOW_NAME not in annotations(live) and not self.replace_other:
+            raise owners.not_metaflow(self.name, self.namespace)
         return live
 
 
@@ -116,11 +114,13 @@ def _new_token(target: Target) -> Callable[[str | None], str | None]:
 
 def deploy_token(target: Target, live: dict | None, request: TokenRequest) -> str:
     """Checked against the deployed template before compiling: refuse early, compile once."""
+    check_owner(target, "WorkflowTemplate", live)
     ann = annotations(live) if live else {}
     if not authorized(target, ann, request.authorize):
         raise token_refusal(target, ann.get(Label.OWNER), "create")
-    return tokens.deploy_token(ann.get(Label.PRODUCTION_TOKEN), request.given, request.generate, target.project,
-                               _new_token(target))
+    # Replacing another flow's/branch's deployment (--replace-other) does not inherit its token.
+    previous = ann.get(Label.PRODUCTION_TOKEN) if owners.owner_of(live or {}) == my_owner(target) else None
+    return tokens.deploy_token(previous, request.given, request.generate, target.project, _new_token(target))
 
 
 def offline_token(target: Target, request: TokenRequest) -> str | None:
@@ -158,29 +158,27 @@ def stamp_deployment(target: Target, docs: list[dict], token: str, parameters: d
         ann[Label.BUNDLE_OBJECTS] = json.dumps(others, sort_keys=True)
     wf_meta = template["spec"].setdefault("workflowMetadata", {})
     wf_meta.setdefault("annotations", {}).update(run_ann)
+    owner = {k: v for k, v in run_ann.items() if k in owners.KEYS}
+    for doc in docs[1:]:  # whose each object is: `create` reads it before replacing (mfargo.owners)
+        if doc["kind"] != "Workflow":
+            doc["metadata"].setdefault("annotations", {}).update(owner)
 
 
 def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo: Echo) -> None:
-    """Apply every document, start the --workflow run, remove what the bundle no longer has,
+    """Apply the bundle all or nothing (``mfargo.transaction``), start the --workflow run,
     then store the token."""
     from metaflow.plugins.aws.step_functions.production_token import store_token
+
+    from mfargo import transaction
 
     if docs[0]["metadata"]["name"] != target.name:
         raise DeployError("compiled template %s but resolved %s (a bug in mfargo)" % (docs[0]["metadata"]["name"],
                                                                                      target.name))
-    cluster = target.cluster
     check_prerequisites(target, docs, echo)
+    plan = transaction.plan(target.cluster, docs, _stale_refs(target, live, docs), target.namespace,
+                            lambda kind, obj: check_owner(target, kind, obj))
     echo("Deploying *%s* to Argo Workflows in namespace *%s*..." % (target.name, target.namespace), bold=True)
-    for doc in docs:
-        if doc["kind"] == "Workflow" and not doc["metadata"].get("name"):
-            continue  # --workflow: a run, started below once everything it needs exists
-        action = cluster.apply(doc)
-        echo("%s %s *%s*" % (action.capitalize(), doc["kind"], doc["metadata"]["name"]))
-    for doc in docs:
-        if doc["kind"] == "Workflow" and not doc["metadata"].get("name"):
-            created = cluster.create(Resource.of(doc), doc, doc["metadata"].get("namespace"))
-            echo("Started run *%s*" % naming.run_id(created["metadata"]["name"]))
-    _remove_stale(target, live, docs, echo)
+    transaction.run(target.cluster, plan, target.name, echo)
     store_token(target.token_prefix, token)
     echo("")
     echo("The namespace of this production flow is")
@@ -208,24 +206,33 @@ def check_prerequisites(target: Target, docs: list[dict], echo: Echo) -> None:
         raise DeployError("nothing deployed: the cluster lacks what the workflow needs: %s" % "; ".join(missing))
 
 
-def _remove_stale(target: Target, live: dict | None, docs: list[dict], echo: Echo) -> None:
+def check_owner(target: Target, kind: str, live: dict | None) -> None:
+    """``mfargo.owners.check`` for this target (``--replace-other``: ``target.replace_other``)."""
+    owners.check(kind, live, my_owner(target), target.namespace, target.replace_other)
+
+
+def my_owner(target: Target) -> owners.Owner:
+    return owners.owner(target.flow_name, target.project, target.branch)
+
+
+def _stale_refs(target: Target, live: dict | None, docs: list[dict]) -> list[dict]:
     """Objects of the previous deployment the new bundle no longer has (a schedule or a
     sensor removed from the flow must stop starting runs)."""
     kept = {(d["kind"], d["metadata"].get("name"), d["metadata"].get("namespace") or target.namespace) for d in docs}
-    if ("CronWorkflow", target.name, target.namespace) not in kept:
-        if target.cluster.delete(CRON_WORKFLOWS, target.name):
-            echo("Deleted the previous CronWorkflow *%s*" % target.name)
-    if live is None:
-        return
-    ann = annotations(live)
-    stale = list(_recorded_objects(live))
-    if ann.get(Label.SENSOR_NAME):
-        stale.append({"apiVersion": Api.ARGO, "kind": "Sensor", "name": ann[Label.SENSOR_NAME],
-                      "namespace": ann.get(Label.SENSOR_NAMESPACE) or target.namespace})
-    for ref in stale:
-        if (ref["kind"], ref["name"], ref.get("namespace") or target.namespace) not in kept:
-            if target.cluster.delete(Resource.of(ref), ref["name"], ref.get("namespace")):
-                echo("Deleted the previous %s *%s*" % (ref["kind"], ref["name"]))
+    refs = [{"apiVersion": Api.ARGO, "kind": "CronWorkflow", "name": target.name, "namespace": target.namespace}]
+    if live is not None:
+        ann = annotations(live)
+        refs += _recorded_objects(live)
+        if ann.get(Label.SENSOR_NAME):
+            refs.append({"apiVersion": Api.ARGO, "kind": "Sensor", "name": ann[Label.SENSOR_NAME],
+                         "namespace": ann.get(Label.SENSOR_NAMESPACE) or target.namespace})
+    out, seen = [], set()
+    for ref in refs:
+        key = (ref["kind"], ref["name"], ref.get("namespace") or target.namespace)
+        if key not in kept and key not in seen:
+            seen.add(key)
+            out.append(dict(ref, namespace=key[2]))
+    return out
 
 
 def _recorded_objects(template: dict) -> list[dict]:

@@ -13,7 +13,8 @@ group/version to play a cluster without that CRD).
 It keeps objects in memory (resourceVersion, generateName, 409 on an existing name or a
 stale resourceVersion, JSON merge patch, list with limit/continue) and records every
 request as the client really sent it, so tests assert on method, path, headers and body.
-``fail(...)`` makes the next matching requests answer with an error Status.
+``fail(...)`` makes the next matching requests (or those after the first N) answer with an error Status;
+``stall(...)`` carries them out but answers late.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import random
 import re
 import string
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -67,6 +69,7 @@ class Failure:
     status: int
     message: str
     times: int
+    after: int = 0  # matching requests answered normally before the failures begin
 
 
 @dataclass
@@ -74,6 +77,7 @@ class FakeKube:
     objects: dict = field(default_factory=dict)  # (group, version, ns, plural, name) -> obj
     requests: list = field(default_factory=list)
     failures: list = field(default_factory=list)
+    stalls: list = field(default_factory=list)  # [method, compiled path regex, seconds, times]
     served: dict = field(default_factory=default_served)
     version: int = 100
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -123,8 +127,22 @@ class FakeKube:
     def names(self, plural, namespace="default") -> list[str]:
         return sorted(k[4] for k in self.objects if k[3] == plural and k[2] == namespace)
 
-    def fail(self, method: str, path_regex: str, status: int, message: str = "injected", times: int = 1):
-        self.failures.append(Failure(method.upper(), re.compile(path_regex), status, message, times))
+    def fail(self, method: str, path_regex: str, status: int, message: str = "injected", times: int = 1,
+             after: int = 0):
+        """The next ``times`` matching requests (after ``after`` answered normally) fail."""
+        self.failures.append(Failure(method.upper(), re.compile(path_regex), status, message, times, after))
+
+    def stall(self, method: str, path_regex: str, seconds: float, times: int = 1):
+        """The next ``times`` matching requests are carried out, but answered ``seconds`` later
+        (a write that happened although its caller gave up waiting)."""
+        self.stalls.append([method.upper(), re.compile(path_regex), seconds, times])
+
+    def _stall_for(self, method: str, path: str) -> float:
+        for s in self.stalls:
+            if s[3] > 0 and s[0] == method and s[1].search(urlsplit(path).path):
+                s[3] -= 1
+                return s[2]
+        return 0.0
 
     def calls(self, method: str | None = None, plural: str | None = None) -> list[Request]:
         return [r for r in self.requests if (method is None or r.method == method) and (plural is None or r.plural == plural)]
@@ -150,6 +168,9 @@ class FakeKube:
         self.requests.append(Request(method, parts.path, query, headers, json.loads(json.dumps(body))))
         for f in self.failures:
             if f.times > 0 and f.method == method and f.pattern.search(parts.path):
+                if f.after > 0:
+                    f.after -= 1
+                    continue
                 f.times -= 1
                 return f.status, status(f.status, f.message)
         d = DISCOVERY.match(parts.path)
@@ -268,6 +289,7 @@ def start() -> FakeKube:
                 kube.requests.append(Request(self.command, urlsplit(self.path).path, {}, headers, body))
             else:
                 code, payload = kube.handle(self.command, self.path, headers, body)
+                time.sleep(kube._stall_for(self.command, self.path))
             data = json.dumps(payload).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")

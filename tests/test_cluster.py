@@ -61,8 +61,8 @@ def test_conflicting_replace_is_a_409_message(kube, cluster):  # noqa: F811
               "the object has been modified")
     with pytest.raises(ClusterError) as e:
         cluster.apply(template())
-    assert str(e.value) == ('replace workflowtemplates hello: conflict (409): Operation cannot be fulfilled on '
-                            'workflowtemplates "hello": the object has been modified')
+    assert str(e.value) == ('replace workflowtemplates hello: conflict (409) from the API server at %s: Operation '
+                            'cannot be fulfilled on workflowtemplates "hello": the object has been modified' % kube.url)
     assert e.value.status == 409
 
 
@@ -81,8 +81,8 @@ def test_forbidden_is_one_line_with_the_api_message(kube, cluster):  # noqa: F81
     with pytest.raises(ClusterError) as e:
         cluster.get(WORKFLOW_TEMPLATES, "hello")
     assert "\n" not in str(e.value)
-    assert str(e.value).startswith('get workflowtemplates hello: forbidden (403): workflowtemplates.argoproj.io '
-                                   '"hello" is forbidden: User')
+    assert str(e.value).startswith('get workflowtemplates hello: forbidden (403) from the API server at %s: '
+                                   'workflowtemplates.argoproj.io "hello" is forbidden: User' % kube.url)
 
 
 def test_list_follows_continue_tokens(kube, cluster):  # noqa: F811

@@ -95,9 +95,9 @@ def test_create_deploys_the_template_with_a_production_token(env, kube):  # noqa
     assert kube.summary() == [
         ("GET", NS + "/workflowtemplates/helloflow"),  # the previous deployment's token
         ("GET", "/apis/argoproj.io/v1alpha1"),  # is Argo installed (API discovery), before creating anything
-        ("GET", NS + "/workflowtemplates/helloflow"),  # create-or-replace
+        ("GET", NS + "/workflowtemplates/helloflow"),  # create-or-replace, and what to restore on a failure
+        ("GET", NS + "/cronworkflows/helloflow"),  # no @schedule: no stale schedule may keep running
         ("POST", NS + "/workflowtemplates"),
-        ("DELETE", NS + "/cronworkflows/helloflow"),  # no @schedule: no stale schedule may keep running
     ]
     body = kube.calls("POST")[0].body
     assert body["kind"] == "WorkflowTemplate" and body["metadata"]["name"] == "helloflow"
@@ -289,9 +289,10 @@ def test_forbidden_create_is_one_line(env, kube):  # noqa: F811
     kube.fail("POST", "/workflowtemplates$", 403, 'workflowtemplates.argoproj.io is forbidden: User "alice" cannot '
               'create resource "workflowtemplates" in API group "argoproj.io" in the namespace "ns1"')
     line = one_line_error(env.create(check=False))
-    assert line == ('mfargo: create workflowtemplates helloflow: forbidden (403): workflowtemplates.argoproj.io is '
-                    'forbidden: User "alice" cannot create resource "workflowtemplates" in API group "argoproj.io" '
-                    'in the namespace "ns1"')
+    assert line == ('mfargo: deploy of helloflow failed, nothing changed: create workflowtemplates helloflow: '
+                    'forbidden (403) from the API server at %s: workflowtemplates.argoproj.io is forbidden: User '
+                    '"alice" cannot create resource "workflowtemplates" in API group "argoproj.io" in the namespace '
+                    '"ns1"' % kube.url)
     assert env.stored_token() is None  # not deployed: the token is not cached
 
 
@@ -299,11 +300,12 @@ def test_conflict_and_not_found_are_one_line(env, kube):  # noqa: F811
     env.create()
     kube.fail("PUT", "/workflowtemplates/helloflow$", 409, 'Operation cannot be fulfilled on workflowtemplates.'
               'argoproj.io "helloflow": the object has been modified')
-    assert "replace workflowtemplates helloflow: conflict (409): Operation cannot be fulfilled" in one_line_error(
-        env.create(check=False))
+    assert ("replace workflowtemplates helloflow: conflict (409) from the API server at %s: Operation cannot be "
+            "fulfilled" % kube.url) in one_line_error(env.create(check=False))
     kube.fail("POST", "/workflows$", 404, 'namespaces "ns1" not found')
     assert one_line_error(env.run("trigger", check=False)) == (
-        'mfargo: create workflows helloflow-: not found (404): namespaces "ns1" not found')
+        'mfargo: create workflows helloflow-: not found (404) from the API server at %s: namespaces "ns1" not found'
+        % kube.url)
 
 
 def test_no_kube_config_and_connection_refused(env, kube, tmp_path):  # noqa: F811

@@ -115,6 +115,9 @@ def _check_graph(obj):
               help="Generate a new production token (moves the production flow to a new namespace).")
 @click.option("--new-token", "given_token", default=None,
               help="Use this production token (moves the production flow to its namespace).")
+@click.option("--replace-other", is_flag=True, default=False,
+              help="Replace the deployed objects of the same names even if another flow, @project or branch "
+                   "deployed them (or they are not Metaflow's); refused by default.")
 @click.option("--deployer-attribute-file", default=None, hidden=True,
               help="Write the workflow name to this file (Metaflow's Deployer API).")
 @click.pass_obj
@@ -125,7 +128,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
            notify_pager_duty_integration_key, notify_incident_io_api_key, workflow_title, workflow_description,
            auto_emit_argo_events, enable_heartbeat_daemon, enable_error_msg_capture, authorize, generate_new_token,
-           given_token, deployer_attribute_file):
+           given_token, replace_other, deployer_attribute_file):
     from metaflow.exception import MetaflowException
 
     from mfargo import cache, include_file, output, pipeline
@@ -152,8 +155,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         options = replace(options, title=workflow_title, description=workflow_description,
                           cleanup=_cleanup(ttl_after_success, ttl_after_failure, pod_gc))
         token_request = (authorize, given_token, generate_new_token)
-        deployment = _deployment(obj, deploying, token_request) if deploying or given_token or generate_new_token \
-            else None
+        deployment = _deployment(obj, deploying, token_request, replace_other) \
+            if deploying or given_token or generate_new_token else None
         if deployment:
             options = replace(options, production_token=deployment[2])
         included = include_file.defaults(obj)  # offline: descriptors only
@@ -224,13 +227,14 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         sys.stdout.write(text)
 
 
-def _deployment(obj, deploying: bool, token_request: tuple):
+def _deployment(obj, deploying: bool, token_request: tuple, replace_other: bool):
     """(target, live template, token), resolved once, before compiling: against the cluster
-    when deploying, offline when only --new-token / --generate-new-token ask for a token."""
+    when deploying (refusing another flow's/branch's template unless --replace-other),
+    offline when only --new-token / --generate-new-token ask for a token."""
     from mfargo import deploy
 
     request = deploy.TokenRequest(*token_request)
-    target = deploy.target(obj.flow.name, obj.workflow_name_option)
+    target = replace(deploy.target(obj.flow.name, obj.workflow_name_option), replace_other=replace_other)
     if not deploying:
         token = deploy.offline_token(target, request)
         return (target, None, token) if token else None

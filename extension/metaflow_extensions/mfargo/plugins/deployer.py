@@ -43,7 +43,8 @@ class MfargoArgoWorkflowsDeployer(DeployerImpl):
         """Compile and deploy (or, with only_yaml/only_json/output_file, only compile).
 
         Takes `argo-workflows create`'s options as keyword arguments: authorize,
-        generate_new_token, given_token, code_in_image, tags, user_namespace, max_workers, ...
+        generate_new_token, given_token, code_in_image, tags, user_namespace, max_workers,
+        replace_other (replace what another flow, @project or branch deployed under this name), ...
         """
         from .deployer_objects import MfargoDeployedFlow
 
