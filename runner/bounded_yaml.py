@@ -16,9 +16,8 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
 
-MAX_BYTES = 16 * 2**20  # the Kubernetes API server refuses requests over 3 MiB
-MAX_DEPTH = 100  # Argo workflows nest ~15 deep; the composer recurses ~3 frames a level
-MAX_NODES = 1_000_000  # nodes with aliases expanded; a 1 MiB workflow has ~50,000
+from .limits import MAX_YAML_BYTES as MAX_BYTES, MAX_YAML_DEPTH as MAX_DEPTH, MAX_YAML_NODES as MAX_NODES
+
 CLOCK_EVERY = 1024  # events between two looks at the deadline
 
 

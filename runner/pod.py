@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import events as ev
-from . import contain, mountns
+from . import contain, limits, mountns, podgroup
 from .pod_setup import (LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, resolve_exe,
                         termination_message)
 from .reaper import Reaper
@@ -52,7 +52,7 @@ from .slots import PodSlots, default_max_workers
 __all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR", "k8s_expand"]
 
 DEFAULT_DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
-RESULT_LIMIT = 256 * 1024
+RESULT_LIMIT = limits.MAX_VALUE_BYTES  # the stdout kept as outputs.result (its tail)
 
 
 @dataclass
@@ -101,6 +101,37 @@ class PodResult:
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+async def _main_exit(proc) -> int:
+    """The main process's exit code as soon as it exits. asyncio's ``Process.wait()`` (3.11)
+    also waits for its pipes to close, which a process it started may hold for ever; a pidfd
+    (Linux 5.3+) says when the process itself ended, else its return code is polled."""
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd, or already reaped: returncode is (nearly) set
+        fd = None
+    if fd is not None:
+        loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        while proc.returncode is None and not waiter.done():
+            await asyncio.wait({waiter, exited}, timeout=0.1 if fd is None else None,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if exited.done():  # it ended: asyncio's watcher reaps it and sets returncode next
+                for _ in range(5000):
+                    if proc.returncode is not None:
+                        break
+                    await asyncio.sleep(0.001)
+                break
+        return proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    finally:
+        if fd is not None:
+            loop.remove_reader(fd)
+            os.close(fd)
+        waiter.cancel()
 
 
 class PodRunner(PodSetup):
@@ -328,40 +359,55 @@ class PodRunner(PodSetup):
             return 127, "StartError", msg, ""
         argv[0] = exe
         prefix = f"[{p['name']}] ".encode() if multi else b""
+        group = podgroup.Group()  # everything the container starts ends with it
+        if self._reaper is None:
+            self._reaper = Reaper()
+        if group.path is not None:
+            self._reaper.add(str(group.path))
+        setup = mountns.preexec(p["binds"], p["workdir"], p["kept"]) if sys.platform.startswith("linux") else None
+
+        def preexec() -> None:  # pragma: no cover - runs in the child
+            group.join()
+            if setup is not None:
+                setup()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=str(p["cwd"]), env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=mountns.preexec(p["binds"], p["workdir"], p["kept"]) if sys.platform.startswith("linux") else None)
+                start_new_session=True, preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as e:
+            self._end_group(group)
             msg = f"failed to start container {p['name']!r}: {e}"
             log.write(f"runner: {msg}\n".encode())
             return 128, "StartError", msg, ""
         pgid = proc.pid
         self._live[pgid] = pod.name
-        if self._reaper is None:
-            self._reaper = Reaper()
         self._reaper.add(pgid)
         sink: list[bytes] | None = [] if capture else None
         pumps = [asyncio.ensure_future(self._pump(proc.stdout, log, prefix, pod, sink)),
                  asyncio.ensure_future(self._pump(proc.stderr, log, prefix, pod, None))]
         killed = False
         try:
-            code = await proc.wait()
+            code = await _main_exit(proc)
         except asyncio.CancelledError:
             killed = True
             await self._terminate(proc, pgid, pod)
             raise
         finally:
-            # The container is gone: kill what it left behind, like the kubelet would.
+            # The container is gone: kill what it left behind, like the kubelet would (its
+            # cgroup: also what left the process group; then no one holds its log pipes).
             _signal_group(pgid, signal.SIGKILL)
+            self._end_group(group)
             self._live.pop(pgid, None)
             if self._reaper is not None:
                 self._reaper.remove(pgid)
             done, pending = await asyncio.wait(pumps, timeout=2.0) if not killed else (set(), set(pumps))
             for t in pending:
                 t.cancel()
+            # Without cgroups a process that left the group may still hold the pipes: close
+            # them now, not when the event loop is gone ("Event loop is closed").
+            with contextlib.suppress(Exception):
+                proc._transport.close()  # noqa: SLF001 - asyncio.subprocess.Process has no close()
         stdout = b"".join(sink or []).decode("utf-8", "replace")
         if stdout.endswith("\n"):
             stdout = stdout[:-1]
@@ -375,6 +421,11 @@ class PodRunner(PodSetup):
         if code < 0:
             return 128 - code, "Error", f"Error (exit code {128 - code}: killed by signal {-code}){said}", stdout
         return code, "Error", f"Error (exit code {code}){said}", stdout
+
+    def _end_group(self, group: podgroup.Group) -> None:
+        group.kill()
+        if group.path is not None and self._reaper is not None:
+            self._reaper.remove(str(group.path))
 
     async def _terminate(self, proc, pgid: int, pod: PodSpec) -> None:
         """SIGTERM the group, give it the grace period, then SIGKILL."""
