@@ -98,6 +98,44 @@ class PodResult:
 
 # ------------------------------------------------------------------ process helpers
 
+class PodLog:
+    """A pod's ``log`` file. A failed write (a full disk) is never raised into the walk and
+    never silently dropped: the first one is kept on the runner (``write_error``), the pod
+    and the run fail with it, and the rest of the pod's output is drained unwritten."""
+
+    def __init__(self, path: Path, runner: "PodRunner"):
+        self.path, self.runner = path, runner
+        self.failed = False
+        try:
+            self._f = open(path, "ab", buffering=0)
+        except OSError as e:
+            self._f = None
+            self._fail(e)
+
+    def _fail(self, e: OSError) -> None:
+        self.failed = True
+        if not self.runner.write_error:
+            self.runner.write_error = f"writing {self.path}: {e.strerror or e}"
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view and not self.failed:
+            try:
+                n = self._f.write(view)
+            except OSError as e:
+                self._fail(e)
+                return
+            if not n:  # a short write that wrote nothing: the disk is full
+                self._fail(OSError(28, "No space left on device"))
+                return
+            view = view[n:]
+
+    def close(self) -> None:
+        if self._f is not None:
+            with contextlib.suppress(OSError):
+                self._f.close()
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -173,6 +211,7 @@ class PodRunner(PodSetup):
         self.hosts_file.touch()
         self._hosts: set[str] = set()
         self._live: dict[int, str] = {}  # pgid -> pod name
+        self.write_error = ""  # the first failed write of a pod's log: the run fails with it
         self._reaper: Reaper | None = None  # started with the first container
         (self.work_dir / "pods").mkdir(parents=True, exist_ok=True)
 
@@ -227,7 +266,7 @@ class PodRunner(PodSetup):
                           f"{pod.subdomain}.{pod.namespace}.svc"]
             self.add_hosts(names)
         result = PodResult(pod.name, "Failed", "Error", "", None, "", pod_dir, started, started)
-        log = open(pod_dir / "log", "ab", buffering=0)
+        log = PodLog(pod_dir / "log", self)
         try:
             try:
                 volume_dirs = self._volume_dirs(pod, pod_dir)
@@ -271,7 +310,9 @@ class PodRunner(PodSetup):
                     log.write(f"runner: {pod.deadline_message}\n".encode())
                     return result
             result.exit_code, result.reason, result.message, result.stdout = code, reason, message, stdout
-            if reason == "Completed":
+            if log.failed:  # its log is incomplete: the pod fails, and the run with it
+                result.reason, result.message = "Error", self.write_error
+            elif reason == "Completed":
                 result.phase = "Succeeded"
             return result
         finally:
