@@ -284,3 +284,20 @@ def test_timeout_holds_before_the_first_pod(tmp_path):
     assert proc.returncode == 124
     assert proc.stderr.strip().splitlines() == [
         f"mfargo run: --timeout 1s passed and the run did not stop within {STOP_GRACE:g}s more; exiting (pods killed)"]
+
+
+def test_without_cgroups_a_held_log_pipe_ends_the_pod_and_no_traceback(tmp_path, monkeypatch, capsys):
+    """The documented fallback (no writable cgroup hierarchy): process groups only. The pod
+    still ends with its main process (its pipes closed 2 s later); what left its group survives."""
+    monkeypatch.setattr(podgroup, "root", lambda: None)
+    marker = f"9{uuid.uuid4().int % 10**8:08d}.5"
+    started = time.monotonic()
+    try:
+        result, _ = run_yaml(_pod(f"setsid sleep {marker} & echo started"), tmp_path, timeout=60)
+        assert result.status == "Succeeded", result.message
+        assert time.monotonic() - started < 20
+        assert "Event loop is closed" not in capsys.readouterr().err
+        assert len(_alive(marker)) == 1  # the fallback's documented limit
+    finally:
+        for pid in _alive(marker):
+            os.kill(pid, 9)
