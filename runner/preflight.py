@@ -14,7 +14,9 @@ Checked for every template of the document (Argo's lint also covers all of them)
 * tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
 * artifacts (inputs, outputs, arguments), ``daemon``, ``podSpecPatch``, ``memoize``,
   ``synchronization``, a ``suspend`` without ``duration``;
-* names and paths that would leave the work directory (:func:`contain.check_document`).
+* names and paths that would leave the work directory (:func:`contain.check_document`);
+* a fan-out past :data:`limits.MAX_FANOUT` that the YAML alone shows (a literal ``withItems``
+  list, a ``withSequence`` of numbers).
 """
 from __future__ import annotations
 
