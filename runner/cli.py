@@ -218,8 +218,8 @@ def _main(args: argparse.Namespace, started: float) -> int:
             shutil.rmtree(work_dir, ignore_errors=True)
         return 2
     try:  # read within --timeout and the YAML bounds, before any server or pod starts
-        params = include_file_paths_absolute(
-            load_document(text, started + args.timeout if args.timeout else None), params)
+        document = load_document(text, started + args.timeout if args.timeout else None)  # read once
+        params = include_file_paths_absolute(document, params)
     except WorkflowError as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:
@@ -272,7 +272,7 @@ def _main(args: argparse.Namespace, started: float) -> int:
                   f"data in {getattr(s3, 'data_dir', work_dir / 's3')}{'' if keep else ', removed after the run: --keep keeps it'})",
                   flush=True)
         local_s3_workers(env)
-        result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
+        result = run_workflow(document, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
                               timeout=left(), validate=not args.no_validate,
                               private_tmp=not args.shared_tmp, force_env=force_env or None,
                               node_capacity=capacity or None, python=args.python,

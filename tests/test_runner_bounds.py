@@ -293,7 +293,7 @@ def test_without_cgroups_a_held_log_pipe_ends_the_pod_and_no_traceback(tmp_path,
     marker = f"9{uuid.uuid4().int % 10**8:08d}.5"
     started = time.monotonic()
     try:
-        result, _ = run_yaml(_pod(f"setsid sleep {marker} & echo started"), tmp_path, timeout=60)
+        result, _ = run_yaml(_pod(f"setsid sleep {marker} & sleep 0.5; echo started"), tmp_path, timeout=60)
         assert result.status == "Succeeded", result.message
         assert time.monotonic() - started < 20
         assert "Event loop is closed" not in capsys.readouterr().err
