@@ -7,6 +7,9 @@ process joins its own cgroup before it execs (``preexec``), and when the main pr
 exited (or the pod is killed) :meth:`Group.kill` stops the group from forking and SIGKILLs
 every process in it, whatever session it made for itself.
 
+Groups are ``<hierarchy>/mfargo-pods/<runner pid>-<n>``; the run's watchdog (``reaper.py``)
+kills what is in them if the runner dies, and the next run removes those a dead runner left.
+
 Mechanism: cgroup v1's ``pids`` controller (``pids.max`` = 0 stops forks, then every pid in
 ``cgroup.procs`` is killed until none is left), or cgroup v2's ``cgroup.kill``; both need
 root. Where neither is writable (not root, no cgroup file system) the runner falls back to
@@ -44,8 +47,20 @@ def root() -> Path | None:
         except OSError:
             continue
         if ok:
+            _sweep(parent)
             return parent
     return None
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the groups of runners that are gone (SIGKILLed: their watchdog killed the
+    processes; an empty group stays until removed), killing anything still in one."""
+    for d in parent.iterdir():
+        owner = d.name.split("-")[0]
+        if d.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            stale = Group.__new__(Group)
+            stale.path = d
+            stale.kill()
 
 
 class Group:
