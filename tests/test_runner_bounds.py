@@ -245,7 +245,8 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_fails_the_run_in_one_line(small_disk, tmp_path):
-    wf = _wf(tmp_path, _pod("head -c 50000000 /dev/zero | tr '\\0' x | fold -w 99"))
+    marker = f"9{uuid.uuid4().int % 10**8:08d}.5"
+    wf = _wf(tmp_path, _pod(f"setsid sleep {marker} & head -c 50000000 /dev/zero | tr '\\0' x | fold -w 99"))
     proc = subprocess.run([sys.executable, "-m", "mfargo.runner.cli", str(wf), "--no-s3", "--quiet",
                            "--timeout", "60", "--work-dir", str(small_disk / "w")],
                           capture_output=True, text=True, timeout=90, env=pod_env())
@@ -256,12 +257,14 @@ def test_a_full_disk_fails_the_run_in_one_line(small_disk, tmp_path):
     assert "No space left on device" in lines[0] and "status.json" in lines[0]
     assert not (small_disk / "w" / "status.json").exists() or json.loads(
         (small_disk / "w" / "status.json").read_text())["status"] != "Succeeded"
+    assert _alive(marker) == [] or podgroup.root() is None
 
 
 # ------------------------------------------------------------------ --timeout
 
 def test_timeout_holds_for_a_running_pod(tmp_path):
-    wf = _wf(tmp_path, _pod("sleep 300"))
+    marker = f"9{uuid.uuid4().int % 10**8:08d}.5"
+    wf = _wf(tmp_path, _pod(f"setsid sleep {marker} & sleep {marker}"))
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "mfargo.runner.cli", str(wf), "--no-s3", "--quiet",
                            "--timeout", "2", "--work-dir", str(tmp_path / "w")],
@@ -269,6 +272,7 @@ def test_timeout_holds_for_a_running_pod(tmp_path):
     assert time.monotonic() - started < 2 + STOP_GRACE + 3  # + the interpreter's start
     assert proc.returncode == 1
     assert "Workflow contain: Failed (Workflow timed out (runner --timeout))" in proc.stdout.splitlines()
+    assert _alive(marker) == [] or podgroup.root() is None
 
 
 def test_timeout_holds_before_the_first_pod(tmp_path):
