@@ -7,9 +7,11 @@ own graph checks before this (as core does), so only mfargo's own limits live he
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
+from pathlib import Path
 
-from . import ir
+from . import ir, rules
 from .errors import CompileError
 
 Condition = frozenset  # of (switch step, chosen successor) pairs that must hold
@@ -180,8 +182,28 @@ def _closed_foreach(graph, node) -> str | None:
     return None
 
 
+def _num_parallel(node):
+    """``num_parallel`` as Metaflow's graph read it (an int), else its expression from the
+    flow's source (Metaflow keeps only literals), else None."""
+    if node.num_parallel:
+        return node.num_parallel
+    try:
+        tree = ast.parse(Path(node.source_file).read_text())
+    except (OSError, SyntaxError, ValueError, TypeError):
+        return None
+    for call in ast.walk(tree):
+        if (isinstance(call, ast.Call) and call.lineno == node.tail_next_lineno
+                and getattr(call.func, "attr", "") == "next"):
+            for keyword in call.keywords:
+                if keyword.arg == "num_parallel":
+                    return keyword.value
+    return None
+
+
 def _check_supported(graph, node) -> None:
     """mfargo's own limits; Metaflow's linter has already checked the graph itself."""
+    if node.type == "foreach" and node.parallel_foreach:
+        rules.gang_size(node.name, _num_parallel(node))
     if node.type == "split-switch" and node.name in node.out_funcs and len(_parents(node)) != 1:
         raise CompileError(
             "a switch step that can choose itself needs exactly one parent (it has %s); "

@@ -8,6 +8,7 @@ must follow which rule.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from decimal import Decimal
@@ -23,6 +24,9 @@ TAG_MAX = 500  # Metaflow's tag rule: 1-500 characters
 INT32_MAX = k8s.INT_RANGES["int32"][1]  # the Go sizes of the fields numbers land in
 INT64_MAX = k8s.INT_RANGES["int64"][1]
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Pods of one gang (@parallel's num_parallel): a JobSet this size is already far past what a
+# cluster schedules at once; `mfargo run` refuses a larger JobSet with the same bound.
+MAX_GANG_SIZE = 1_000
 
 
 def positive_number(step: str, decorator: str, key: str, value, allow_zero: bool = False) -> float:
@@ -56,6 +60,38 @@ def count(step: str | None, decorator: str | None, key: str, value, minimum: int
     if not minimum <= number <= maximum:
         raise CompileError(wanted, step, decorator)
     return number
+
+
+def gang_size(step: str, value) -> None:
+    """``num_parallel`` in ``self.next`` (an int, or the ``ast`` expression Metaflow's graph
+    leaves unevaluated): when it is a constant (``4``, ``10**6``), from 1 to MAX_GANG_SIZE; a
+    value known only at run time is not checked here (the runner checks the JobSet it gets)."""
+    try:
+        number = value if type(value) is int else _constant_int(value)
+        text = str(value) if type(value) is int else ast.unparse(value)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        return
+    if not 1 <= number <= MAX_GANG_SIZE:
+        raise CompileError("self.next(..., num_parallel=%s): a gang has from 1 to %s pods"
+                           % (text, format(MAX_GANG_SIZE, ",")), step)
+
+
+def _constant_int(node) -> int:
+    """The value of an integer expression of literals, + - * // and small powers (ValueError otherwise)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _constant_int(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp):
+        left, right = _constant_int(node.left), _constant_int(node.right)
+        if isinstance(node.op, ast.Pow) and 0 <= right <= 64 and abs(left) < 2**32:
+            return left ** right
+        ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.FloorDiv: lambda a, b: a // b}
+        if type(node.op) in ops and max(abs(left), abs(right)) < 2**64:
+            return ops[type(node.op)](left, right)
+    raise ValueError("not a constant")
 
 
 def cpu(step: str, decorator: str, key: str, value) -> str:

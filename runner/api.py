@@ -10,6 +10,7 @@ wait is bounded by the workflow's/pods' deadlines and the optional ``timeout``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -226,6 +227,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         try:
             hard = started + timeout if timeout else None  # reading the YAML counts
             result.status, result.message = await executor.execute(hard)
+            if pods.write_error:  # a pod's log is incomplete (a full disk): the run failed
+                result.status, result.message = "Failed", pods.write_error
         finally:
             try:
                 await jobsets.shutdown()
@@ -265,8 +268,19 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
             run_loop()
     finally:
         result.finished_at = time.time()
-        try:
-            (work_dir / "status.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
-        except OSError:
-            pass
+        write_status(work_dir / "status.json", result)
     return result
+
+
+def write_status(path: Path, result: RunResult) -> None:
+    """``status.json`` whole or not at all (written beside, then renamed); a failed write
+    (a full disk) is a WorkflowError: the run's record must not be a silent 0-byte file."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            json.dump(result.to_dict(), f, indent=2, default=str)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise WorkflowError(f"writing {path}: {e.strerror or e} (the run was {result.status})") from None

@@ -16,9 +16,8 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
 
-MAX_BYTES = 16 * 2**20  # the Kubernetes API server refuses requests over 3 MiB
-MAX_DEPTH = 100  # Argo workflows nest ~15 deep; the composer recurses ~3 frames a level
-MAX_NODES = 1_000_000  # nodes with aliases expanded; a 1 MiB workflow has ~50,000
+from .limits import MAX_YAML_BYTES as MAX_BYTES, MAX_YAML_DEPTH as MAX_DEPTH, MAX_YAML_NODES as MAX_NODES
+
 CLOCK_EVERY = 1024  # events between two looks at the deadline
 
 
@@ -30,53 +29,87 @@ class YamlBoundError(YamlError):
     """The YAML exceeds a bound (size, depth, expanded nodes, time)."""
 
 
+class _Counter:
+    """Counts an event stream as the document's readers will see it (aliases expanded)."""
+
+    def __init__(self, deadline: float | None):
+        self.deadline = deadline
+        self._sizes: list[int] = []  # one counter per open collection: its expanded nodes
+        self._anchors: dict[str, int] = {}  # anchor -> expanded nodes of the anchored node
+        self._open_anchors: list[str | None] = []
+        self._nodes = 0
+        self._events = 0
+
+    def see(self, event) -> None:
+        self._events += 1
+        if self.deadline is not None and self._events % CLOCK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise YamlBoundError("reading the YAML took longer than the timeout")
+        if isinstance(event, AliasEvent):
+            self._count(self._anchors.get(event.anchor, 1))
+        elif isinstance(event, CollectionStartEvent):
+            if len(self._sizes) >= MAX_DEPTH:
+                raise YamlBoundError(f"the YAML nests deeper than {MAX_DEPTH} levels")
+            self._sizes.append(1)
+            self._open_anchors.append(event.anchor)
+        elif isinstance(event, CollectionEndEvent):
+            size = self._sizes.pop()
+            anchor = self._open_anchors.pop()
+            if anchor is not None:
+                self._anchors[anchor] = size
+            self._count(size, new=False)
+        elif isinstance(event, NodeEvent):  # a scalar
+            if event.anchor is not None:
+                self._anchors[event.anchor] = 1
+            self._count(1)
+
+    def _count(self, n: int, new: bool = True) -> None:
+        """Add ``n`` nodes to the enclosing collection (a closed collection adds its total)."""
+        if new:
+            self._nodes += n
+            if self._nodes > MAX_NODES:
+                raise YamlBoundError(f"the YAML expands to more than {MAX_NODES:,} nodes "
+                                     "(aliases counted each time they are used)")
+        if self._sizes:
+            self._sizes[-1] += n
+
+
 def _loader(deadline: float | None):
     class BoundedLoader(yaml.SafeLoader):
         """SafeLoader whose event stream is counted before the composer sees it."""
 
         def __init__(self, stream):
             super().__init__(stream)
-            self._sizes: list[int] = []  # one counter per open collection: its expanded nodes
-            self._anchors: dict[str, int] = {}  # anchor -> expanded nodes of the anchored node
-            self._open_anchors: list[str | None] = []
-            self._nodes = 0
-            self._events = 0
+            self._counter = _Counter(deadline)
 
         def get_event(self):
             event = super().get_event()
-            self._events += 1
-            if deadline is not None and self._events % CLOCK_EVERY == 0 and time.monotonic() > deadline:
-                raise YamlBoundError("reading the YAML took longer than the timeout")
-            if isinstance(event, AliasEvent):
-                self._count(self._anchors.get(event.anchor, 1))
-            elif isinstance(event, CollectionStartEvent):
-                if len(self._sizes) >= MAX_DEPTH:
-                    raise YamlBoundError(f"the YAML nests deeper than {MAX_DEPTH} levels")
-                self._sizes.append(1)
-                self._open_anchors.append(event.anchor)
-            elif isinstance(event, CollectionEndEvent):
-                size = self._sizes.pop()
-                anchor = self._open_anchors.pop()
-                if anchor is not None:
-                    self._anchors[anchor] = size
-                self._count(size, new=False)
-            elif isinstance(event, NodeEvent):  # a scalar
-                if event.anchor is not None:
-                    self._anchors[event.anchor] = 1
-                self._count(1)
+            self._counter.see(event)
             return event
 
-        def _count(self, n: int, new: bool = True) -> None:
-            """Add ``n`` nodes to the enclosing collection (a closed collection adds its total)."""
-            if new:
-                self._nodes += n
-                if self._nodes > MAX_NODES:
-                    raise YamlBoundError(f"the YAML expands to more than {MAX_NODES:,} nodes "
-                                         "(aliases counted each time they are used)")
-            if self._sizes:
-                self._sizes[-1] += n
-
     return BoundedLoader
+
+
+def _read(text: str, deadline: float | None) -> list[Any]:
+    """With libyaml (PyYAML's C parser, ~20x faster): count its event stream first, then
+    compose from it within bounds; else the pure-Python loader counting as it composes."""
+    if getattr(yaml, "__with_libyaml__", False):
+        counter = _Counter(deadline)
+        try:
+            for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+                counter.see(event)
+        except yaml.MarkedYAMLError as e:
+            if "maximum nesting depth" in str(e.problem):  # libyaml's own (1,000), met when it scans ahead
+                raise YamlBoundError(f"the YAML nests deeper than {MAX_DEPTH} levels") from None
+            raise
+        return list(yaml.load_all(text, Loader=yaml.CSafeLoader))
+    loader = _loader(deadline)(text)
+    try:
+        docs = []
+        while loader.check_data():
+            docs.append(loader.get_data())
+        return docs
+    finally:
+        loader.dispose()
 
 
 def load_all(text: str, deadline: float | None = None) -> list[Any]:
@@ -84,17 +117,11 @@ def load_all(text: str, deadline: float | None = None) -> list[Any]:
     YamlError for YAML that does not parse."""
     if len(text) > MAX_BYTES:
         raise YamlBoundError(f"the YAML is {len(text):,} bytes, over the {MAX_BYTES:,} this runner reads")
-    loader = _loader(deadline)(text)
     try:
-        docs = []
-        while loader.check_data():
-            docs.append(loader.get_data())
-        return docs
+        return _read(text, deadline)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         raise YamlError(f"invalid YAML: {e.problem or e.context}{where}") from None
     except yaml.YAMLError as e:
         raise YamlError("invalid YAML: " + " ".join(str(e).split())) from None
-    finally:
-        loader.dispose()

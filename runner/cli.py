@@ -36,6 +36,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -161,8 +162,36 @@ def _uses_s3(text: str) -> bool:
     return "s3://" in text or re.search(r"--datastore[= ]s3\b|METAFLOW_DEFAULT_DATASTORE\W+value: s3", text) is not None
 
 
+STOP_GRACE = 5.0  # after --timeout: the pods' kill grace (2 s) and the teardown, then exit regardless
+
+
+def _hold_timeout(seconds: float) -> threading.Timer:
+    """--timeout from parse to exit, whatever is running (preflight, IncludeFile uploads, the S3
+    server, teardown): past it and STOP_GRACE the process exits, one line; the pods' watchdog
+    (runner.reaper) and the S3 server's kill what they started when this process is gone."""
+    def expire() -> None:
+        print(f"mfargo run: --timeout {seconds:g}s passed and the run did not stop within {STOP_GRACE:g}s more; "
+              "exiting (pods killed)", file=sys.stderr, flush=True)
+        os._exit(124)
+
+    timer = threading.Timer(seconds + STOP_GRACE, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    started = time.monotonic()
+    timer = _hold_timeout(args.timeout) if args.timeout else None
+    try:
+        return _main(args, started)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _main(args: argparse.Namespace, started: float) -> int:
     from .api import run_workflow
 
     if args.serve_s3:
@@ -189,13 +218,22 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work_dir, ignore_errors=True)
         return 2
     try:  # read within --timeout and the YAML bounds, before any server or pod starts
-        params = include_file_paths_absolute(
-            load_document(text, time.monotonic() + args.timeout if args.timeout else None), params)
+        document = load_document(text, started + args.timeout if args.timeout else None)  # read once
+        params = include_file_paths_absolute(document, params)
     except WorkflowError as e:
         print(f"mfargo run: {e}", file=sys.stderr)
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)
         return 2
+
+    def left() -> float | None:
+        """What is left of --timeout (None: no timeout); WorkflowError once it is spent."""
+        if not args.timeout:
+            return None
+        rest = args.timeout - (time.monotonic() - started)
+        if rest <= 0:
+            raise WorkflowError(f"--timeout {args.timeout:g}s passed before the workflow started")
+        return rest
     embedded = args.s3 or (not args.no_s3 and _uses_s3(text) and not _endpoint_configured(env, text))
     local_md = work_dir / "metaflow-local"
     force_env: dict[str, str | None] = {}
@@ -226,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             except ImportError as e:
                 raise WorkflowError(f"--s3 needs runner.s3server ({e})") from None
             buckets = _buckets(Path(args.workflow), args.s3_bucket)
-            s3 = S3Server.start(data_dir=work_dir / "s3", keep=keep)
+            s3 = S3Server.start(data_dir=work_dir / "s3", keep=keep, timeout=min(30.0, left() or 30.0))
             for b in buckets:
                 s3.create_bucket(b)
             env.update(s3.env())
@@ -234,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"data in {getattr(s3, 'data_dir', work_dir / 's3')}{'' if keep else ', removed after the run: --keep keeps it'})",
                   flush=True)
         local_s3_workers(env)
-        result = run_workflow(args.workflow, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
-                              timeout=args.timeout, validate=not args.no_validate,
+        result = run_workflow(document, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
+                              timeout=left(), validate=not args.no_validate,
                               private_tmp=not args.shared_tmp, force_env=force_env or None,
                               node_capacity=capacity or None, python=args.python,
                               max_workers=args.max_workers)

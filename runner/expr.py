@@ -41,6 +41,7 @@ import math
 import re
 from typing import Any
 
+from . import limits
 from .expr_funcs import _FUNCS, ExprError, Missing, _num, _type, _use, format_value
 from .expr_parse import parse
 
@@ -270,6 +271,10 @@ def _equal(a: Any, b: Any) -> bool:
 def evaluate(src: str, env: dict[str, Any]) -> Any:
     """Evaluate ``src`` against ``env`` (nested dicts/lists/strings)."""
     try:
-        return _use(_Evaluator(env).ev(parse(src)))
+        result = _use(_Evaluator(env).ev(parse(src)))
     except RecursionError:
         raise ExprError("expression nested too deeply") from None
+    size = len(result) if isinstance(result, str) else len(format_value(result)) if isinstance(result, (list, dict)) else 0
+    if size > limits.MAX_VALUE_BYTES:
+        raise ExprError(limits.over("its result", size, limits.MAX_VALUE_BYTES, "characters"))
+    return result

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from . import limits
+
 
 class ExprError(Exception):
     """An expression could not be parsed or evaluated."""
@@ -176,6 +178,22 @@ def _jsonpath(document: Any, path: Any) -> Any:
     return values[0]
 
 
+def _sized(fn: str, size: int) -> None:
+    """Refuse a string result past limits.MAX_VALUE_BYTES before it is built."""
+    if size > limits.MAX_VALUE_BYTES:
+        raise ExprError(limits.over(f"the result of {fn}", size, limits.MAX_VALUE_BYTES, "characters"))
+
+
+def _repeat(n: int, s: str) -> str:
+    _sized("sprig.repeat", max(n, 0) * len(s))
+    return s * n
+
+
+def _replace(old: str, new: str, s: str) -> str:
+    _sized("sprig.replace", len(s) + max(len(new) - len(old), 0) * (s.count(old) if old else len(s) + 1))
+    return s.replace(old, new)
+
+
 def _str(v: Any, fn: str) -> str:
     v = _use(v)
     if not isinstance(v, str):
@@ -227,7 +245,7 @@ _FUNCS: dict[str, Any] = {
     "max": lambda *xs: max(_use(x) for x in xs),
     "min": lambda *xs: min(_use(x) for x in xs),
     # sprig (masterminds.github.io/sprig): argument order as sprig's (subject last)
-    "sprig.replace": lambda old, new, s: _str(s, "replace").replace(_str(old, "replace"), _str(new, "replace")),
+    "sprig.replace": lambda old, new, s: _replace(_str(old, "replace"), _str(new, "replace"), _str(s, "replace")),
     "sprig.contains": lambda sub, s: _str(sub, "contains") in _str(s, "contains"),
     "sprig.hasPrefix": lambda p, s: _str(s, "hasPrefix").startswith(_str(p, "hasPrefix")),
     "sprig.hasSuffix": lambda p, s: _str(s, "hasSuffix").endswith(_str(p, "hasSuffix")),
@@ -238,7 +256,7 @@ _FUNCS: dict[str, Any] = {
     "sprig.join": lambda sep, xs: _str(sep, "join").join(format_value(x) for x in _list(xs, "join")),
     "sprig.quote": lambda v: json.dumps(format_value(_use(v))),
     "sprig.squote": lambda v: "'" + format_value(_use(v)) + "'",
-    "sprig.repeat": lambda n, s: _str(s, "repeat") * _sprig_int(n),
+    "sprig.repeat": lambda n, s: _repeat(_sprig_int(n), _str(s, "repeat")),
     "sprig.substr": lambda a, b, s: _str(s, "substr")[_sprig_int(a):_sprig_int(b)],
     "sprig.trunc": lambda n, s: _str(s, "trunc")[:_sprig_int(n)] if _sprig_int(n) >= 0
     else _str(s, "trunc")[_sprig_int(n):],

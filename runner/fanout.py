@@ -8,6 +8,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from . import limits
 from .expr import format_value
 from .hooks import run_with_hooks, task_hooks
 from .model import BAD_PHASES, ERROR, FAILED, OMITTED, SKIPPED, SUCCEEDED, WorkflowError, param_str, parse_int
@@ -72,13 +73,27 @@ async def gather_all(coros: list) -> list:
             await asyncio.gather(*pending, return_exceptions=True)
 
 
+def _bounded(field: str, items: list) -> list:
+    if len(items) > limits.MAX_FANOUT:
+        raise WorkflowError(limits.over(field, len(items), limits.MAX_FANOUT, "items"))
+    return items
+
+
+def sequence_count(seq: dict) -> tuple[int, int]:
+    """(start, items) of a withSequence whose fields are already values; ValueError if not numbers."""
+    start = int(seq.get("start", 0) or 0)
+    if seq.get("count") is not None:
+        return start, max(int(seq["count"]), 0)
+    return start, abs(int(seq.get("end", 0) or 0) - start) + 1
+
+
 def expand_items(task: dict, scope: Scope) -> list[Any] | None:
-    """The task's fan-out items, or None if it does not fan out."""
+    """The task's fan-out items (at most limits.MAX_FANOUT), or None if it does not fan out."""
     if task.get("withItems") is not None:
         items = scope.substitute_obj(task["withItems"])
         if not isinstance(items, list):
             raise WorkflowError("withItems must be a list")
-        return items
+        return _bounded("withItems", items)
     if task.get("withParam") is not None:
         raw = scope.substitute(param_str(task["withParam"]))
         try:
@@ -87,9 +102,10 @@ def expand_items(task: dict, scope: Scope) -> list[Any] | None:
             raise WorkflowError(f"withParam value could not be parsed as a JSON list: {raw.strip()}") from None
         if not isinstance(items, list):
             raise WorkflowError(f"withParam value could not be parsed as a JSON list: {raw.strip()}")
-        return items
+        return _bounded("withParam", items)
     if task.get("withSequence") is not None:
         seq = scope.substitute_obj(task["withSequence"])
+        _bounded("withSequence", range(sequence_count(seq)[1]))  # before building the list
         start = int(seq.get("start", 0) or 0)
         if seq.get("count") is not None:
             end = start + int(seq["count"]) - 1

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import events as ev
-from . import job_policy, jobset_pod, jobset_policy, kube_objects
+from . import job_policy, jobset_pod, jobset_policy, kube_objects, limits
 from .jobset_checks import API_VERSION, GROUP, essential_problems, validate  # noqa: F401 - the API
 from .pod import PodError, PodSpec
 
@@ -36,6 +36,34 @@ if TYPE_CHECKING:
     from .jobset_controller import JobSetController
 
 JOB_BACKOFF_SECONDS = 10.0  # the Job controller's pod-failure back-off base
+
+
+def gang_sizes(obj: dict) -> tuple[int, int]:
+    """(pods that run at once: each Job's min(parallelism, completions), pods in all) over
+    every replica of every replicatedJob."""
+    at_once = total = 0
+    for rj in obj["spec"]["replicatedJobs"]:
+        job = (rj.get("template") or {}).get("spec") or {}
+        completions = int(job.get("completions") or 1)
+        replicas = int(rj.get("replicas", 1))
+        at_once += replicas * min(completions, max(int(job.get("parallelism") or completions), 1))
+        total += replicas * completions
+    return at_once, total
+
+
+def gang_problem(obj: dict, max_workers: int) -> str:
+    """Why this JobSet cannot run here ('' if it can): more pods than limits.MAX_GANG_SIZE,
+    or more at once than --max-workers (a gang runs whole or not at all)."""
+    try:
+        at_once, total = gang_sizes(obj)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return ""  # the JobSet's own validation words it
+    if total > limits.MAX_GANG_SIZE:
+        return limits.over("its pods (replicas x completions)", total, limits.MAX_GANG_SIZE)
+    if at_once > max_workers:
+        return (f"its gang of {at_once:,} pods that run at once is more than --max-workers {max_workers}; "
+                f"run with --max-workers {at_once} or more")
+    return ""
 
 
 class JobSetError(Exception):
@@ -160,24 +188,13 @@ class JobSet:
         self.bump()
 
     async def _attempt(self, restart: int):
-        """Run one generation of all Jobs, its pods admitted together (runner.slots);
-        None on success else (rjob, reason, message)."""
-        slots = self.controller.pods.slots
-        size = self.gang_size()
-        if size > slots.capacity:
-            self._emit(f"its {size} pods are more than --max-workers {slots.capacity}: "
-                       "the gang waits for every slot and runs alone")
-        async with slots.admit(size):
+        """Run one generation of all Jobs, its pods admitted together (runner.slots; the
+        controller refused a gang larger than them); None on success else (rjob, reason, message)."""
+        async with self.controller.pods.slots.admit(self.gang_size()):
             return await self._generation(restart)
 
     def gang_size(self) -> int:
-        """Pods that run at once: each Job's min(parallelism, completions), for every replica."""
-        total = 0
-        for rj in self.obj["spec"]["replicatedJobs"]:
-            job = (rj.get("template") or {}).get("spec") or {}
-            completions = int(job.get("completions") or 1)
-            total += int(rj.get("replicas", 1)) * min(completions, max(int(job.get("parallelism") or completions), 1))
-        return total
+        return gang_sizes(self.obj)[0]
 
     async def _generation(self, restart: int):
         spec = self.obj["spec"]

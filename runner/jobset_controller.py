@@ -8,7 +8,7 @@ import uuid
 
 from . import events as ev
 from . import kube_objects
-from .jobset import GROUP, JobSet, JobSetError
+from .jobset import GROUP, JobSet, JobSetError, gang_problem
 from .model import random_suffix
 from .pod import PodRunner
 
@@ -47,6 +47,9 @@ class JobSetController:
         net = spec.setdefault("network", {})
         net.setdefault("enableDNSHostnames", True)
         net.setdefault("subdomain", meta["name"])
+        problem = gang_problem(obj, self.pods.slots.capacity)
+        if problem:  # before any pod: a gang is never forked past the machine's slots
+            raise JobSetError(f'JobSet "{meta["name"]}": {problem}')
         obj["status"] = {}
         js = JobSet(obj, self)
         self.jobsets[key] = js

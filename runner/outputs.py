@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import limits
 from .expr import format_value
 from .model import WorkflowError, param_str
 from .substitute import AggregateMap, Scope, SubstitutionError
@@ -48,7 +49,12 @@ def container_outputs(t: dict, res, strict: bool, exports: dict[str, str]) -> di
         if vf.get("path"):
             host = res.host_path(vf["path"])
             if host is not None and host.is_file():
-                value = host.read_text(errors="replace")
+                with open(host, "rb") as f:
+                    data = f.read(limits.MAX_VALUE_BYTES + 2)  # + a final newline, + one byte too many
+                if len(data.removesuffix(b"\n")) > limits.MAX_VALUE_BYTES:
+                    raise WorkflowError(f"output parameter {name!r}: " + limits.over(
+                        f"{vf['path']}", host.stat().st_size, limits.MAX_VALUE_BYTES, "bytes"))
+                value = data.decode("utf-8", "replace")
                 if value.endswith("\n"):
                     value = value[:-1]
             elif vf.get("default") is not None:

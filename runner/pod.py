@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import events as ev
-from . import contain, mountns
+from . import contain, limits, mountns, podgroup
 from .pod_setup import (LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, resolve_exe,
                         termination_message)
 from .reaper import Reaper
@@ -52,7 +52,7 @@ from .slots import PodSlots, default_max_workers
 __all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR", "k8s_expand"]
 
 DEFAULT_DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
-RESULT_LIMIT = 256 * 1024
+RESULT_LIMIT = limits.MAX_VALUE_BYTES  # the stdout kept as outputs.result (its tail)
 
 
 @dataclass
@@ -98,9 +98,78 @@ class PodResult:
 
 # ------------------------------------------------------------------ process helpers
 
+class PodLog:
+    """A pod's ``log`` file. A failed write (a full disk) is never raised into the walk and
+    never silently dropped: the first one is kept on the runner (``write_error``), the pod
+    and the run fail with it, and the rest of the pod's output is drained unwritten."""
+
+    def __init__(self, path: Path, runner: "PodRunner"):
+        self.path, self.runner = path, runner
+        self.failed = False
+        try:
+            self._f = open(path, "ab", buffering=0)
+        except OSError as e:
+            self._f = None
+            self._fail(e)
+
+    def _fail(self, e: OSError) -> None:
+        self.failed = True
+        if not self.runner.write_error:
+            self.runner.write_error = f"writing {self.path}: {e.strerror or e}"
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view and not self.failed:
+            try:
+                n = self._f.write(view)
+            except OSError as e:
+                self._fail(e)
+                return
+            if not n:  # a short write that wrote nothing: the disk is full
+                self._fail(OSError(28, "No space left on device"))
+                return
+            view = view[n:]
+
+    def close(self) -> None:
+        if self._f is not None:
+            with contextlib.suppress(OSError):
+                self._f.close()
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+async def _main_exit(proc) -> int:
+    """The main process's exit code as soon as it exits. asyncio's ``Process.wait()`` (3.11)
+    also waits for its pipes to close, which a process it started may hold for ever; a pidfd
+    (Linux 5.3+) says when the process itself ended, else its return code is polled."""
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd, or already reaped: returncode is (nearly) set
+        fd = None
+    if fd is not None:
+        loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+    waiter = asyncio.ensure_future(proc.wait())
+    try:
+        while proc.returncode is None and not waiter.done():
+            await asyncio.wait({waiter, exited}, timeout=0.1 if fd is None else None,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if exited.done():  # it ended: asyncio's watcher reaps it and sets returncode next
+                for _ in range(5000):
+                    if proc.returncode is not None:
+                        break
+                    await asyncio.sleep(0.001)
+                break
+        return proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    finally:
+        if fd is not None:
+            loop.remove_reader(fd)
+            os.close(fd)
+        waiter.cancel()
 
 
 class PodRunner(PodSetup):
@@ -142,6 +211,7 @@ class PodRunner(PodSetup):
         self.hosts_file.touch()
         self._hosts: set[str] = set()
         self._live: dict[int, str] = {}  # pgid -> pod name
+        self.write_error = ""  # the first failed write of a pod's log: the run fails with it
         self._reaper: Reaper | None = None  # started with the first container
         (self.work_dir / "pods").mkdir(parents=True, exist_ok=True)
 
@@ -196,7 +266,7 @@ class PodRunner(PodSetup):
                           f"{pod.subdomain}.{pod.namespace}.svc"]
             self.add_hosts(names)
         result = PodResult(pod.name, "Failed", "Error", "", None, "", pod_dir, started, started)
-        log = open(pod_dir / "log", "ab", buffering=0)
+        log = PodLog(pod_dir / "log", self)
         try:
             try:
                 volume_dirs = self._volume_dirs(pod, pod_dir)
@@ -240,7 +310,9 @@ class PodRunner(PodSetup):
                     log.write(f"runner: {pod.deadline_message}\n".encode())
                     return result
             result.exit_code, result.reason, result.message, result.stdout = code, reason, message, stdout
-            if reason == "Completed":
+            if log.failed:  # its log is incomplete: the pod fails, and the run with it
+                result.reason, result.message = "Error", self.write_error
+            elif reason == "Completed":
                 result.phase = "Succeeded"
             return result
         finally:
@@ -328,40 +400,55 @@ class PodRunner(PodSetup):
             return 127, "StartError", msg, ""
         argv[0] = exe
         prefix = f"[{p['name']}] ".encode() if multi else b""
+        group = podgroup.Group()  # everything the container starts ends with it
+        if self._reaper is None:
+            self._reaper = Reaper()
+        if group.path is not None:
+            self._reaper.add(str(group.path))
+        setup = mountns.preexec(p["binds"], p["workdir"], p["kept"]) if sys.platform.startswith("linux") else None
+
+        def preexec() -> None:  # pragma: no cover - runs in the child
+            group.join()
+            if setup is not None:
+                setup()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=str(p["cwd"]), env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=mountns.preexec(p["binds"], p["workdir"], p["kept"]) if sys.platform.startswith("linux") else None)
+                start_new_session=True, preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as e:
+            self._end_group(group)
             msg = f"failed to start container {p['name']!r}: {e}"
             log.write(f"runner: {msg}\n".encode())
             return 128, "StartError", msg, ""
         pgid = proc.pid
         self._live[pgid] = pod.name
-        if self._reaper is None:
-            self._reaper = Reaper()
         self._reaper.add(pgid)
         sink: list[bytes] | None = [] if capture else None
         pumps = [asyncio.ensure_future(self._pump(proc.stdout, log, prefix, pod, sink)),
                  asyncio.ensure_future(self._pump(proc.stderr, log, prefix, pod, None))]
         killed = False
         try:
-            code = await proc.wait()
+            code = await _main_exit(proc)
         except asyncio.CancelledError:
             killed = True
             await self._terminate(proc, pgid, pod)
             raise
         finally:
-            # The container is gone: kill what it left behind, like the kubelet would.
+            # The container is gone: kill what it left behind, like the kubelet would (its
+            # cgroup: also what left the process group; then no one holds its log pipes).
             _signal_group(pgid, signal.SIGKILL)
+            self._end_group(group)
             self._live.pop(pgid, None)
             if self._reaper is not None:
                 self._reaper.remove(pgid)
             done, pending = await asyncio.wait(pumps, timeout=2.0) if not killed else (set(), set(pumps))
             for t in pending:
                 t.cancel()
+            # Without cgroups a process that left the group may still hold the pipes: close
+            # them now, not when the event loop is gone ("Event loop is closed").
+            with contextlib.suppress(Exception):
+                proc._transport.close()  # noqa: SLF001 - asyncio.subprocess.Process has no close()
         stdout = b"".join(sink or []).decode("utf-8", "replace")
         if stdout.endswith("\n"):
             stdout = stdout[:-1]
@@ -375,6 +462,11 @@ class PodRunner(PodSetup):
         if code < 0:
             return 128 - code, "Error", f"Error (exit code {128 - code}: killed by signal {-code}){said}", stdout
         return code, "Error", f"Error (exit code {code}){said}", stdout
+
+    def _end_group(self, group: podgroup.Group) -> None:
+        group.kill()
+        if group.path is not None and self._reaper is not None:
+            self._reaper.remove(str(group.path))
 
     async def _terminate(self, proc, pgid: int, pod: PodSpec) -> None:
         """SIGTERM the group, give it the grace period, then SIGKILL."""

@@ -14,13 +14,16 @@ Checked for every template of the document (Argo's lint also covers all of them)
 * tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
 * artifacts (inputs, outputs, arguments), ``daemon``, ``podSpecPatch``, ``memoize``,
   ``synchronization``, a ``suspend`` without ``duration``;
-* names and paths that would leave the work directory (:func:`contain.check_document`).
+* names and paths that would leave the work directory (:func:`contain.check_document`);
+* a fan-out past :data:`limits.MAX_FANOUT` that the YAML alone shows (a literal ``withItems``
+  list, a ``withSequence`` of numbers).
 """
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from . import contain
+from . import contain, limits
+from .fanout import sequence_count
 from .expr import ExprError, parse
 from .model import WorkflowDoc, WorkflowError, template_type
 from .scheduler import KINDS
@@ -78,6 +81,22 @@ def _check_container(c: dict, where: str) -> None:
                             "is unknown to the local runner")
 
 
+def _check_fanout(task: dict, tname: str) -> None:
+    """A fan-out the YAML alone shows to be past limits.MAX_FANOUT (a literal list, a
+    withSequence of numbers); one from tags is checked when it is expanded (fanout.py)."""
+    items = task.get("withItems")
+    if isinstance(items, list) and len(items) > limits.MAX_FANOUT:
+        raise WorkflowError(f"{tname}: " + limits.over("withItems", len(items), limits.MAX_FANOUT, "items"))
+    seq = task.get("withSequence")
+    if isinstance(seq, dict) and "{{" not in str(seq):
+        try:
+            count = sequence_count(seq)[1]
+        except (TypeError, ValueError):
+            return
+        if count > limits.MAX_FANOUT:
+            raise WorkflowError(f"{tname}: " + limits.over("withSequence", count, limits.MAX_FANOUT, "items"))
+
+
 def _check_task(task: dict, where: str) -> None:
     tname = f"{where}, task {task.get('name')!r}"
     for key in ("templateRef", "inline"):
@@ -85,6 +104,7 @@ def _check_task(task: dict, where: str) -> None:
             raise WorkflowError(f"{tname}: {key} is not supported by the local runner")
     if (task.get("arguments") or {}).get("artifacts"):
         raise WorkflowError(f"{tname}: artifact arguments are not supported by the local runner")
+    _check_fanout(task, tname)
     for hname, hook in (task.get("hooks") or {}).items():
         if isinstance(hook, dict) and hook.get("templateRef"):
             raise WorkflowError(f"{tname}, hook {hname!r}: templateRef is not supported by the local runner")

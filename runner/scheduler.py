@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from . import dag, leaf, lifecycle, steps
+from . import dag, leaf, lifecycle, limits, steps
 from . import events as ev
 from .fanout import NullLock
 from .jobset_controller import JobSetController
@@ -29,7 +29,7 @@ from .pod import PodRunner
 from .retry import run_with_retries
 from .substitute import Scope
 
-MAX_DEPTH = 200
+MAX_DEPTH = limits.MAX_CALL_DEPTH
 # template kind -> (node type, walker(executor, node, template, scope, depth))
 KINDS = {
     "container": ("Pod", leaf.run_pod),

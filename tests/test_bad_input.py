@@ -309,3 +309,46 @@ def test_every_bad_input_through_the_cli_is_one_line_and_writes_nothing(tmp_path
         results = list(pool.map(lambda item: _run(tmp_path, *item), cli_cases))
     failures = [r for r in results if r]
     assert not failures, "\n".join(failures)
+
+
+GANG_FLOW = """
+from metaflow import FlowSpec, step, parallel
+
+class GangFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=%s)
+
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    GangFlow()
+"""
+
+
+@pytest.mark.parametrize("size, shown", [("10**6", "10 ** 6"), ("1001", "1001"), ("0", "0")])
+def test_gang_size_bound_is_one_line(tmp_path, size, shown):
+    """num_parallel past compiler.rules.MAX_GANG_SIZE (the runner's bound too) is refused at compile time."""
+    from mfargo.compiler.rules import MAX_GANG_SIZE
+
+    flow = tmp_path / "gang_flow.py"
+    flow.write_text(GANG_FLOW % size)
+    out = tmp_path / "out.yaml"
+    out.write_bytes(b"existing: file\n")
+    proc = compile_file(flow, "--output-file", str(out), top_args=EXAMPLE_ARGS, check=False)
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("mfargo:")]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert lines == [f"mfargo: step *start*: self.next(..., num_parallel={shown}): a gang has from 1 to "
+                     f"{MAX_GANG_SIZE:,} pods"], proc.stderr
+    assert out.read_bytes() == b"existing: file\n"

@@ -126,7 +126,7 @@ def test_s3_option_uses_the_s3server_api(tmp_path, capsys, monkeypatch):
         endpoint_url = "http://127.0.0.1:1"
 
         @classmethod
-        def start(cls, data_dir=None, keep=False):
+        def start(cls, data_dir=None, keep=False, timeout=30):
             calls.append(("start", keep))
             return cls()
 
