@@ -265,7 +265,10 @@ def test_gang_gets_exactly_the_jobset_rbac(tmp_path):
 def test_service_account_option_is_the_binding_subject(tmp_path):
     docs = compile_source(tmp_path, flow_source("@schedule(daily=True)", GANG), "--service-account", "trainer")
     d = by_kind(docs)
-    assert [s["name"] for s in d["RoleBinding"]["subjects"]] == ["trainer"]
+    jobset_binding, gang_pods_binding = [doc for doc in docs if doc["kind"] == "RoleBinding"]
+    assert [s["name"] for s in jobset_binding["subjects"]] == ["trainer"]
+    # the gang's pods run as the namespace's `default`: they get only what they read themselves
+    assert [s["name"] for s in gang_pods_binding["subjects"]] == ["default"]
     assert d["CronWorkflow"]["spec"]["workflowSpec"]["serviceAccountName"] == "trainer"
     # trigger's Workflow names only the template: the template itself carries the account.
     assert d["WorkflowTemplate"]["spec"]["serviceAccountName"] == "trainer"
@@ -276,6 +279,32 @@ def test_without_the_option_runs_keep_the_namespace_default_account(tmp_path):
     d = by_kind(docs)
     assert "serviceAccountName" not in d["WorkflowTemplate"]["spec"]
     assert [s["name"] for s in d["RoleBinding"]["subjects"]] == ["default"]
+
+
+GANG_POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]  # gang_control.py
+
+
+@pytest.mark.parametrize("workflow_account, step_account, expected", [
+    (None, "gang-sa", ["gang-sa"]),
+    ("trainer", None, ["default"]),
+    ("trainer", "trainer", None),  # the workflow's Role already covers them
+    (None, None, None),
+])
+def test_gang_pods_may_list_pods_as_their_own_service_account(tmp_path, workflow_account, step_account, expected):
+    """A worker reads its control's pod (gang_control.py) as the gang pod's service account."""
+    body = GANG.replace("    @parallel\n", "    @kubernetes(service_account=%r)\n    @parallel\n" % step_account
+                        if step_account else "    @parallel\n")
+    options = ("--service-account", workflow_account) if workflow_account else ()
+    docs = compile_source(tmp_path, flow_source("", body), *options)
+    roles = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Role"}
+    bindings = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "RoleBinding"}
+    name = docs[0]["metadata"]["name"] + "-gang-pods"
+    if expected is None:
+        assert name not in roles and name not in bindings and len(roles) == 1
+        return
+    assert roles[name]["rules"] == GANG_POD_RULES
+    assert bindings[name]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    assert [s["name"] for s in bindings[name]["subjects"]] == expected
 
 
 def test_checked_in_gang_example_has_rbac():
