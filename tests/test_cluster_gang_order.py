@@ -43,7 +43,7 @@ def _resolves(host):
         return False
 
 
-def hold_worker_until_the_control_left(wait=180):
+def hold_worker_until_the_control_left(wait=300):
     """A worker rank's step process only: wait (bounded) until the control's host name has
     resolved and then stopped resolving, i.e. its pod completed and left the Service."""
     if "MF_WORKER_REPLICA_INDEX" not in os.environ or "step" not in sys.argv:
