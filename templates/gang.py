@@ -15,7 +15,7 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Env, JobSetKey, Param
 
-from metaflow_extensions.mfargo.plugins import gang_attempt, gang_control, pod_contract
+from metaflow_extensions.mfargo.plugins import gang_attempt, gang_control
 
 from . import common, expr
 
@@ -90,5 +90,5 @@ def control_address_line(step: ir.Step) -> sh.Line:
     completed and left the JobSet's Service (``gang_control.py`` says why). Its exit status
     stops the script (set -e) with CONTROL_UNREACHABLE_EXIT when the control cannot be reached."""
     call = (sh.Raw("python -m"), sh.Lit(gang_control.__name__), sh.Lit(first_job(step)), naming.GANG_RANK,
-            sh.Lit(str(pod_contract.CONTROL_WAIT_SECONDS)))
+            sh.Lit(str(step.gang.placement.control_wait_seconds)))
     return (sh.Raw('if ((%s)); then %s="$(' % (naming.GANG_RANK.name, Env.MASTER_ADDR)), *call, sh.Raw(')"; fi'))

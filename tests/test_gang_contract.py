@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, gang_flow, pod_command, templates
+from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, gang_flow, pod_command, templates, write_flow
 
 
 def as_substituted(manifest: str) -> str:
@@ -261,6 +261,17 @@ def test_a_control_with_its_own_pod_gets_its_own_job_and_the_ranks_stay(tmp_path
     for job_index in range(2):
         [call] = run_pod(tmp_path, worker_cmd, values, env=dict(worker_env, MFARGO_JOB_INDEX=str(job_index)))
         assert_rank(call, job_index + 1)
+        # a control with its own pod is found in its own replicated job
+        assert (tmp_path / "record" / "control").read_text().split()[2:] == ["control", str(job_index + 1), "600"]
+
+
+def test_a_worker_waits_for_the_control_as_long_as_kubernetes_says(tmp_path):
+    """@kubernetes(hostname_resolution_timeout=...) bounds gang_control's wait as it bounded Metaflow's."""
+    doc = compile_source(tmp_path, gang_flow("G", "@kubernetes(hostname_resolution_timeout=90)"), "--code-in-image", "/app")[0]
+    [(command, env)] = job_pods(doc)
+    [call] = run_pod(tmp_path, command, dict(VALUES, **{"inputs.parameters.num-parallel": "2"}),
+                     env=dict(env, MFARGO_JOB_INDEX="1"))
+    assert (tmp_path / "record" / "control").read_text().split()[2:] == ["rank", "1", "90"]
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -336,3 +347,11 @@ def test_jobset_decorator_needs_parallel(tmp_path):
     source = JOBSET_PLACEMENT.replace("    @parallel\n", "").replace("num_parallel=2", "")
     proc = compile_file(write_flow(tmp_path, source), "--code-in-image", "/app", check=False)
     assert proc.returncode != 0 and "@jobset" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bad_hostname_resolution_timeout_is_one_line_naming_step_and_decorator(tmp_path):
+    flow = write_flow(tmp_path, gang_flow("G", "@kubernetes(hostname_resolution_timeout='soon')"))
+    proc = compile_file(flow, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    [line] = [ln for ln in proc.stderr.splitlines() if "hostname_resolution_timeout" in ln]
+    assert "train" in line and "@kubernetes" in line and "'soon'" in line, proc.stderr
