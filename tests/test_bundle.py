@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import subprocess
 import sys
 
@@ -505,3 +506,41 @@ def test_console_script_passes_other_create_options_through(tmp_path):
     assert docs["WorkflowTemplate"]["spec"]["parallelism"] == 7
     proc = subprocess.run(base + ["--jobset-version", "0.5"], env=clean_env(), capture_output=True, text=True)
     assert proc.returncode == 1 and "mfargo needs JobSet v0.6 or newer" in proc.stderr
+
+
+# --- the pods mfargo adds are pods of their step ----------------------------------------------
+
+PRIVATE = '@kubernetes(image="registry.example/team/flow:1", image_pull_secrets=["regcred"], ' \
+          'service_account="runner", node_selector={"pool": "private"}, secrets=["team-creds"])'
+
+def pod_templates(wt: dict) -> dict[str, dict]:
+    """Every template that runs a pod of its own (a container or a script), by name."""
+    return {t["name"]: t for t in wt["spec"]["templates"] if "container" in t or "script" in t}
+
+
+def test_every_pod_of_a_private_image_flow_can_pull_it_and_has_a_deadline(tmp_path):
+    """@kubernetes(image_pull_secrets=...) on every step: the gang's pods, the failure report,
+    the @exit_hook and notification pods all carry the pull secret, the step's service account
+    and node selector, and a deadline; only the pods that run the flow's code get its Secrets."""
+    body = GANG.replace("    @step\n", "    %s\n    @step\n" % PRIVATE)
+    flow = write_flow(tmp_path, flow_source("from metaflow import exit_hook\n" + HOOKS, body))
+    out = compile_file(flow, "--notify-on-error", "--notify-slack-webhook-url-secret", "slack-hook:webhook").stdout
+    wt = next(yaml.safe_load_all(out))
+    pods = pod_templates(wt)
+    assert {"start", "0-failure-report-train", "0-on-success-ok", "0-on-error-bad", "0-notify-slack-on-error"} <= set(pods)
+    for name, t in pods.items():
+        assert json.loads(t["podSpecPatch"]) == {"imagePullSecrets": [{"name": "regcred"}]}, name
+        assert t["serviceAccountName"] == "runner" and t["nodeSelector"] == {"pool": "private"}, name
+        assert isinstance(t["activeDeadlineSeconds"], int) and t["activeDeadlineSeconds"] > 0, name
+        secrets = [e["secretRef"]["name"] for e in t["container"].get("envFrom") or []]
+        assert ("team-creds" in secrets) == (not name.startswith("0-notify-")), name
+    # the gang's own pods, inside the JobSet manifest of its resource template
+    [train] = [t for t in wt["spec"]["templates"] if t["name"] == "train"]
+    manifest = yaml.safe_load(re.sub(r"\{\{[^}]*\}\}", "x", train["resource"]["manifest"]))
+    for job in manifest["spec"]["replicatedJobs"]:
+        spec = job["template"]["spec"]
+        assert spec["activeDeadlineSeconds"] > 0
+        assert spec["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+        assert spec["template"]["spec"]["serviceAccountName"] == "runner"
+    assert pods["0-failure-report-train"]["activeDeadlineSeconds"] == 600
+    assert validation.validate_documents([wt]) == []
