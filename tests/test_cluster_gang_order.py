@@ -12,6 +12,10 @@ Each test makes the race certain instead of hoping for a busy node:
   node label nobody has, so they stay Pending until the test, having seen the control's pod
   Succeed, puts the label on the node: the worker pod starts after the control's has completed.
 
+Both tests also see to it that the completed control has left the Service
+(``wait_control_completed``): the EndpointSlice controller sometimes keeps a terminal pod
+listed for minutes, and then the name still resolves and there is no race to see.
+
 Without the fix both runs hang in the host-name wait (600 s, then exit 1 and FailJobSet);
 with @kubernetes the wait is cut to 60 s here so that failure is quick to see.
 """
@@ -101,11 +105,51 @@ if __name__ == "__main__":
 '''
 
 
+def gang_pods(env: dict, run_id: str) -> dict[str, dict]:
+    """The run's gang pods by replicated job (rank 0's job first): the newest pod of each job index."""
+    items = json.loads(kubectl(env, "get", "pods", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
+                               "-l", "workflows.argoproj.io/workflow=" + run_id.removeprefix("argo-")))["items"]
+    out = {}
+    for pod in sorted(items, key=lambda p: p["metadata"]["creationTimestamp"]):
+        labels = pod["metadata"]["labels"]
+        if "jobset.sigs.k8s.io/replicatedjob-name" in labels:
+            out["%s-%s" % (labels["jobset.sigs.k8s.io/replicatedjob-name"], labels["jobset.sigs.k8s.io/job-index"])] = pod
+    return out
+
+
+def wait_control_completed(env: dict, run_id: str, control: str, timeout: float = 300) -> dict:
+    """The control's pod once it has Succeeded (bounded), then out of its JobSet's Service.
+
+    The EndpointSlice controller drops a terminal pod, but not always at once: a completed pod
+    was seen kept (ready, not serving) for minutes. Deleting the slice makes the controller
+    write it again from the pods as they are, which is what it does anyway: the race, certain."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = gang_pods(env, run_id)
+        status = pods.get(control, {}).get("status", {})
+        if status.get("phase") in ("Succeeded", "Failed"):
+            break
+        assert time.monotonic() < deadline, f"the control's pod did not complete in {timeout:.0f} s: {status}"
+        time.sleep(2)
+    assert status["phase"] == "Succeeded", status
+    ns, js = env["METAFLOW_KUBERNETES_NAMESPACE"], pods[control]["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"]
+    while True:
+        slices = json.loads(kubectl(env, "get", "endpointslices", "-n", ns, "-o", "json",
+                                    "-l", "kubernetes.io/service-name=" + js))["items"]
+        listed = [e for sl in slices for e in sl.get("endpoints") or [] if status["podIP"] in e.get("addresses", ())]
+        if not listed:
+            return pods
+        assert time.monotonic() < deadline, f"the control {status['podIP']} still in the Service of {js}"
+        kubectl(env, "delete", "endpointslices", "-n", ns, "-l", "kubernetes.io/service-name=" + js)
+        time.sleep(3)
+
+
 def test_a_worker_reaching_the_wait_after_the_control_left_still_runs(cluster_env, tmp_path):
     """No @kubernetes: the worker's step resolves MF_MASTER_ADDR after the control's name is gone."""
     flow = write_flow(tmp_path, "GangControlLeavesFlow", INDEPENDENT)
     with deployed(cluster_env, flow) as start:
         run_id = start(flow)
+        wait_control_completed(cluster_env, run_id, "rank-0")
         wf = wait_workflow(cluster_env, run_id, timeout=420)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         got = read_run(cluster_env, f"GangControlLeavesFlow/{run_id}",
@@ -159,18 +203,6 @@ if __name__ == "__main__":
 '''
 
 
-def gang_pods(env: dict, run_id: str) -> dict[str, dict]:
-    """The run's gang pods by replicated job (control, worker): the newest of each."""
-    items = json.loads(kubectl(env, "get", "pods", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
-                               "-l", "workflows.argoproj.io/workflow=" + run_id.removeprefix("argo-")))["items"]
-    out = {}
-    for pod in sorted(items, key=lambda p: p["metadata"]["creationTimestamp"]):
-        job = pod["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name")
-        if job:
-            out[job] = pod
-    return out
-
-
 def test_a_worker_pod_that_starts_after_the_control_completed_still_runs(cluster_env, tmp_path):
     """@kubernetes: the worker's pod is scheduled only once the control's pod has Succeeded."""
     token = secrets.token_hex(4)
@@ -179,16 +211,9 @@ def test_a_worker_pod_that_starts_after_the_control_completed_still_runs(cluster
     try:
         with deployed(cluster_env, flow) as start:
             run_id = start(flow)
-            deadline = time.monotonic() + 300
-            while True:
-                pods = gang_pods(cluster_env, run_id)
-                control = pods.get("control", {}).get("status", {})
-                if control.get("phase") in ("Succeeded", "Failed"):
-                    break
-                assert time.monotonic() < deadline, f"the control's pod did not complete in 300 s: {control}"
-                time.sleep(2)
-            assert control["phase"] == "Succeeded", control
-            worker = pods["worker"]["status"]
+            pods = wait_control_completed(cluster_env, run_id, "control-0")
+            control = pods["control-0"]["status"]
+            worker = pods["worker-0"]["status"]
             assert worker["phase"] == "Pending" and not worker.get("podIP"), worker  # held back, as meant
             control_ip = control["podIP"]  # kept on a completed pod
             kubectl(cluster_env, "label", node, "%s=%s" % (HOLD_LABEL, token))
