@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 
 from . import ir
-from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR, JobSetKey, Path, reserved_keys
+from .constants import FOREIGN_COMPUTE_DECORATORS, INTERNAL_DECORATOR, JobSetKey, Path, contract, reserved_keys
 from . import rules
 from .errors import CompileError
 
@@ -169,8 +169,9 @@ def retry(step: str, decorators) -> ir.Retry:
 def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
     """@jobset of a gang step; ``compute`` is the step's pod, which the control may change."""
     deco = _find(decorators, "jobset")
+    wait = _control_wait(step, decorators)
     if deco is None:
-        return ir.GangPlacement()
+        return ir.GangPlacement(control_wait_seconds=wait)
     queue, topology = deco.attributes.get("queue") or None, deco.attributes.get("exclusive_topology") or None
     if queue is not None:  # a label value on the JobSet (Kueue's queue-name label)
         rules.labels(step, "jobset", "queue", {JobSetKey.KUEUE_QUEUE: queue})
@@ -183,7 +184,17 @@ def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
                                  maximum=rules.INT32_MAX),
         retry_on=_retry_on(deco),
         control=_control(step, deco, compute),
+        control_wait_seconds=wait,
     )
+
+
+def _control_wait(step: str, decorators) -> int:
+    """@kubernetes(hostname_resolution_timeout=...): how long a worker waits for its control."""
+    deco = _find(decorators, "kubernetes")
+    value = deco.attributes.get("hostname_resolution_timeout") if deco is not None else None
+    if value is None:
+        return contract.CONTROL_WAIT_SECONDS
+    return rules.count(step, "kubernetes", "hostname_resolution_timeout", value, maximum=rules.INT32_MAX)
 
 
 def _control(step: str, deco, compute: ir.Compute) -> ir.Compute | None:

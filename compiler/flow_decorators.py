@@ -147,8 +147,6 @@ def exit_hooks(flow_decorators, start: ir.Step) -> tuple[ir.ExitHook, ...]:
                     function=fn_name,
                     on_success=on_success,
                     image=image,
-                    service_account=start.compute.service_account,
-                    secrets=start.compute.secrets,
                 ))
     names = [h.template for h in hooks]
     dup = sorted({n for n in names if names.count(n) > 1})

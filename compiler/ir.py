@@ -130,6 +130,8 @@ class GangPlacement:
     max_restarts: int = 0
     retry_on: tuple[str, ...] = contract.RETRY_ON_DEFAULT  # pod failures that restart the gang
     control: Compute | None = None  # the control pod's own size/image/placement; None: the step's
+    # How long a worker waits for the control's address (@kubernetes hostname_resolution_timeout).
+    control_wait_seconds: int = contract.CONTROL_WAIT_SECONDS
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -307,9 +309,7 @@ class ExitHook:
     template: str  # naming.exit_hook_template_name: 0-on-success-<fn> / 0-on-error-<fn>
     function: str
     on_success: bool  # else on error
-    image: str
-    service_account: str | None = None
-    secrets: tuple[str, ...] = ()
+    image: str  # its pod is otherwise the start step's (templates/common.derived_pod)
     cpu: str = "1"
     memory_mb: int = 4096
 

@@ -135,3 +135,31 @@ def pod_spec_patch(compute: ir.Compute) -> str | None:
     import json
 
     return json.dumps({"imagePullSecrets": [{"name": s} for s in compute.image_pull_secrets]}, sort_keys=True)
+
+
+# Deadlines of the pods mfargo adds for a step: long enough for a slow image pull, short
+# enough that a pod that can never start or never ends cannot keep a run Running.
+GANG_REPORT_DEADLINE_SECONDS = 600  # reads a few API objects, writes one metadata entry
+NOTIFY_DEADLINE_SECONDS = 300  # one HTTPS call (30 s timeout)
+
+
+def derived_pod(compute: ir.Compute, deadline_seconds: int, *, with_secrets: bool) -> tuple[dict, dict]:
+    """(Template fields, Container fields) of a pod mfargo adds for a step (the gang failure
+    report, @exit_hook and notification pods): what it takes from the step's pod, in one place
+    so none misses a field. It runs the step's image or one beside it, so it gets the step's
+    image pull secrets and pull policy, service account, node selector and tolerations (it
+    can run where the step could), and container security context; the step's Secrets only
+    when it runs the flow's code (``with_secrets``); and always a deadline."""
+    template = {
+        "active_deadline_seconds": m.IntOrString(deadline_seconds),
+        "service_account_name": compute.service_account,
+        "node_selector": dict(compute.node_selector) or None,
+        "tolerations": tolerations(compute),
+        "pod_spec_patch": pod_spec_patch(compute),
+    }
+    container = {
+        "image_pull_policy": compute.image_pull_policy,
+        "security_context": security_context(compute),
+        "env_from": env_from(compute) if with_secrets else None,
+    }
+    return template, container

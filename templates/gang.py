@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
-from mfargo.compiler.constants import Param
+from mfargo.compiler.constants import Env, JobSetKey, Param
 
-from metaflow_extensions.mfargo.plugins import gang_attempt
+from metaflow_extensions.mfargo.plugins import gang_attempt, gang_control
 
 from . import common, expr
 
@@ -76,3 +76,19 @@ def join_input_paths(gang: ir.Gang) -> list[sh.Line]:
     prefix = "%s/%s/:" % (expr.RUN_ID, gang.step)
     lines = naming.gang_task_ids_shell(ENTROPY, NUM_PARALLEL)
     return lines + [sh.write_paths(sh.Cat((sh.Lit(prefix), sh.Var(sh.IDS))))]
+
+
+def first_job(step: ir.Step) -> str:
+    """The replicated job holding the control (rank 0): the only one, unless
+    ``@jobset(control=...)`` gives the control a pod of its own."""
+    control = step.gang.placement.control
+    return JobSetKey.RANKS_JOB if control in (None, step.compute) else JobSetKey.CONTROL_JOB
+
+
+def control_address_line(step: ir.Step) -> sh.Line:
+    """Worker ranks: MF_MASTER_ADDR becomes the control's IP, found even once the control has
+    completed and left the JobSet's Service (``gang_control.py`` says why). Its exit status
+    stops the script (set -e) with CONTROL_UNREACHABLE_EXIT when the control cannot be reached."""
+    call = (sh.Raw("python -m"), sh.Lit(gang_control.__name__), sh.Lit(first_job(step)), naming.GANG_RANK,
+            sh.Lit(str(step.gang.placement.control_wait_seconds)))
+    return (sh.Raw('if ((%s)); then %s="$(' % (naming.GANG_RANK.name, Env.MASTER_ADDR)), *call, sh.Raw(')"; fi'))

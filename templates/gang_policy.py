@@ -14,6 +14,9 @@ written here once:
   ``restartsCountTowardsMax < maxRestarts``: the whole gang restarts and every rank runs
   as Metaflow's next attempt.
 
+A worker rank that could not reach the gang's control exits ``CONTROL_UNREACHABLE_EXIT``
+(``plugins/gang_control.py``): counted, as infrastructure, whatever ``retry_on`` says.
+
 A disruption (pod condition ``DisruptionTarget``: preemption, eviction, node drain or
 shutdown) is matched first, because a disrupted pod's exit code says nothing about the
 user's code. An image that cannot be pulled never makes a pod fail (it stays Pending
@@ -49,6 +52,10 @@ def pod_failure_policy(placement: ir.GangPlacement, container: str) -> dict:
     if contract.RETRY_ON_ERROR in retry_on:
         exit_rule = {"operator": "In", "values": fail_codes} if fail_codes else None
     else:
+        # A worker that could not reach the control (gang_control.py): the cluster's doing,
+        # whatever retry_on says, so counted (a restart) before the rule below can FailJob it.
+        rules.append({"action": "Count", "onExitCodes": {
+            "containerName": container, "operator": "In", "values": [contract.CONTROL_UNREACHABLE_EXIT]}})
         # NotIn: every other non-zero exit code (a container exiting 0 never matches).
         exit_rule = {"operator": "NotIn", "values": restart_codes or [0]}
     if exit_rule is not None:

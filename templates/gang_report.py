@@ -70,16 +70,18 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
     report = (sh.Raw("exec python -m"), sh.Lit(gang_report.__name__), sh.Lit(wf.flow_name), sh.Lit(expr.RUN_ID),
               sh.Lit(step.name), sh.Lit(naming.control_task_id(gang.ENTROPY)), sh.Lit(pod_contract.TERMINATION_LOG),
               *(sh.Lit(name) for name in jobset_names(step)))
+    pod, container = common.derived_pod(step.compute, common.GANG_REPORT_DEADLINE_SECONDS, with_secrets=True)
     return m.Template(
         name=naming.gang_report_template_name(step.name),
         inputs=m.Inputs(parameters=[m.Parameter(name=n) for n, _ in gang.report_arguments(step.gang)]),
+        **pod,
         container=m.Container(
             name="main",
             image=step.compute.image,
             args=sh.step_args([report]),  # after templateDefaults' shared command (the code first)
             env=common.env_vars(step.environment) or None,
-            env_from=common.env_from(step.compute),
             resources=RESOURCES,
             termination_message_path=pod_contract.TERMINATION_LOG,
+            **container,
         ),
     )

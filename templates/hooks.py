@@ -16,6 +16,8 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Label
 
+from . import common
+
 
 ON_SUCCESS = "workflow.status == 'Succeeded'"
 ON_ERROR = "workflow.status == 'Error' || workflow.status == 'Failed'"
@@ -92,17 +94,19 @@ def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
     hook = (sh.Raw("python -m"), sh.Lit(EXIT_HOOK_MODULE), sh.Lit(wf.script), sh.Lit(h.function),
             sh.Lit(run_pathspec(wf)))
     lines.append(sh.with_task_logs(hook, last=True))
+    start = wf.steps[wf.start]  # a hook runs the flow's code as the start step does
+    pod, container = common.derived_pod(start.compute, start.timeout_seconds, with_secrets=True)
     return m.Template(
         name=h.template,
-        service_account_name=h.service_account,
+        **pod,
         container=m.Container(
             name="main",
             image=h.image,
             args=sh.step_args(lines),
-            env_from=[m.EnvFromSource(secret_ref=m.SecretEnvSource(name=s)) for s in h.secrets] or None,
             resources=m.ResourceRequirements(
                 requests={"cpu": m.Quantity(h.cpu), "memory": m.Quantity("%dM" % h.memory_mb)}
             ),
+            **container,
         ),
     )
 
@@ -122,19 +126,19 @@ def _notify_templates(wf: ir.Workflow) -> list[tuple[str, bool, m.Template]]:
         if notify.slack:
             name = naming.notify_template_name("slack", success)
             out.append((name, success, _notify_template(
-                name, notify.image, SLACK_SCRIPT,
+                name, wf, SLACK_SCRIPT,
                 [m.EnvVar(name=TEXT_ENV, value=text), _secret_env(SLACK_URL_ENV, notify.slack)])))
         if notify.pager_duty:
             name = naming.notify_template_name("pager-duty", success)
             out.append((name, success, _notify_template(
-                name, notify.image, PAGER_DUTY_SCRIPT,
+                name, wf, PAGER_DUTY_SCRIPT,
                 [m.EnvVar(name=TEXT_ENV, value=text), m.EnvVar(name=PD_ACTION_ENV, value="change" if success else "trigger"),
                  _secret_env(PAGER_DUTY_KEY_ENV, notify.pager_duty)])))
         if notify.incident_io:
             metadata = json.dumps(dict(notify.incident_io_metadata), sort_keys=True)
             name = naming.notify_template_name("incident-io", success)
             out.append((name, success, _notify_template(
-                name, notify.image, INCIDENT_IO_SCRIPT,
+                name, wf, INCIDENT_IO_SCRIPT,
                 [m.EnvVar(name=TEXT_ENV, value=text),
                  m.EnvVar(name=PD_ACTION_ENV, value="resolved" if success else "firing"),
                  m.EnvVar(name=DEDUP_ENV, value=run_pathspec(wf)),
@@ -144,9 +148,14 @@ def _notify_templates(wf: ir.Workflow) -> list[tuple[str, bool, m.Template]]:
     return out
 
 
-def _notify_template(name: str, image: str, script: str, env: list[m.EnvVar]) -> m.Template:
+def _notify_template(name: str, wf: ir.Workflow, script: str, env: list[m.EnvVar]) -> m.Template:
+    """A notification pod: the start step's pod (its image by default, --notify-image else)
+    without its Secrets: it reads only its own credential."""
+    pod, container = common.derived_pod(wf.steps[wf.start].compute, common.NOTIFY_DEADLINE_SECONDS,
+                                        with_secrets=False)
     return m.Template(
         name=name,
-        container=m.Container(name="main", image=image, command=["python", "-c", script], env=env,
-                              resources=NOTIFY_RESOURCES),
+        **pod,
+        container=m.Container(name="main", image=wf.deployment.notify.image, command=["python", "-c", script],
+                              env=env, resources=NOTIFY_RESOURCES, **container),
     )

@@ -79,11 +79,10 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     command = pod_command.gang_script(step, wf)
     container, pod_spec = _pod(step, step.compute, command, name)
     pod_failure = gang_policy.pod_failure_policy(placement, container["name"])
-    if placement.control in (None, step.compute):
-        first_job = JobSetKey.RANKS_JOB
+    first_job = gang.first_job(step)
+    if first_job == JobSetKey.RANKS_JOB:
         jobs = [(JobSetKey.RANKS_JOB, emit.BareTag(gang.NUM_PARALLEL), container, pod_spec)]
     else:  # the control's own size, image and placement (@jobset(control=...))
-        first_job = JobSetKey.CONTROL_JOB
         control, control_spec = _pod(step, placement.control, command, name)
         jobs = [(JobSetKey.CONTROL_JOB, 1, control, control_spec),
                 (JobSetKey.WORKER_JOB, emit.BareTag(gang.WORKER_REPLICAS), container, pod_spec)]
@@ -160,6 +159,9 @@ def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) ->
             volume_mounts=mounts or None,
             ports=common.ports(compute),
             security_context=common.security_context(compute),
+            # A worker that cannot reach the control says why here (gang_control.py); the
+            # failure report reads it from the pod's status.
+            termination_message_path=pod_contract.TERMINATION_LOG,
         )
     )
     container["extra_env"] = extra_env

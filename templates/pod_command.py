@@ -49,6 +49,7 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     call = _call(step, wf, gang.pod_task_id(), split_index=naming.GANG_RANK, ubf=naming.GANG_UBF_CONTEXT,
                  num_parallel=gang.NUM_PARALLEL, retry_count=attempt, max_retries=max_retries)
     lines += setup
+    lines.append(gang.control_address_line(step))
     lines.append(task_log_env(call, wf))
     lines += sh.bootstrap_lines(step.bootstrap_commands)
     lines.append(sh.with_task_logs(sh.metaflow_call(call), last=True))

@@ -4,6 +4,11 @@ Exactly what a resource template creating a JobSet needs (shared/schemas/README.
 ``create``/``get`` on jobsets (create, poll the conditions) and the executor's
 ``create``/``patch`` on workflowtaskresults (Argo >= 3.4); and what the gang failure
 report reads: ``get`` on jobsets, ``list`` on jobs and pods. Nothing more.
+
+Gang pods read their control's pod (``list`` on pods: ``plugins/gang_control.py``) with
+their own service account (``@kubernetes(service_account=...)``, else the namespace's
+``default``). When that is the workflow's, the Role above covers it; any other gets a
+second Role granting that one read only.
 """
 
 from __future__ import annotations
@@ -20,31 +25,62 @@ RULES = (
 )
 
 
+# What a gang pod reads: its control's pod, while the control's host name does not resolve.
+GANG_POD_RULES = ({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},)
+DEFAULT_ACCOUNT = "default"  # a pod's service account when its spec names none
+
+
 def role_name(wf: ir.Workflow) -> str:
     return "%s-jobset" % wf.name
+
+
+def gang_pods_role_name(wf: ir.Workflow) -> str:
+    return "%s-gang-pods" % wf.name
+
+
+def gang_pod_accounts(wf: ir.Workflow) -> list[str]:
+    """The service accounts every gang pod runs as (the control's own pod included), sorted."""
+    accounts = set()
+    for step in wf.steps.values():
+        if step.gang:
+            for compute in (step.compute, step.gang.placement.control or step.compute):
+                accounts.add(compute.service_account or DEFAULT_ACCOUNT)
+    return sorted(accounts)
 
 
 def build(wf: ir.Workflow) -> list[dict]:
     if not any(s.gang for s in wf.steps.values()):
         return []
-    name = role_name(wf)
+    workflow_account = wf.deployment.bundle.service_account or DEFAULT_ACCOUNT
+    docs = _role(wf, role_name(wf), RULES, [workflow_account])
+    others = [a for a in gang_pod_accounts(wf) if a != workflow_account]
+    if others:
+        docs += _role(wf, gang_pods_role_name(wf), GANG_POD_RULES, others)
+    return docs
+
+
+def _role(wf: ir.Workflow, name: str, rules, accounts: list[str]) -> list[dict]:
+    """A Role with ``rules`` and the RoleBinding granting it to ``accounts``."""
     labels = {Label.PART_OF: Label.METAFLOW}
     meta = {"name": name, "namespace": wf.namespace, "labels": labels}
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": dict(meta),
-        "rules": [dict(r) for r in RULES],
+        "rules": [dict(r) for r in rules],
     }
-    subject = {"kind": "ServiceAccount", "name": wf.deployment.bundle.service_account or "default"}
-    if wf.namespace:
-        subject["namespace"] = wf.namespace
+    subjects = []
+    for account in accounts:
+        subject = {"kind": "ServiceAccount", "name": account}
+        if wf.namespace:
+            subject["namespace"] = wf.namespace
+        subjects.append(subject)
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": dict(meta),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [subject],
+        "subjects": subjects,
     }
     return [role, binding]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import subprocess
 import sys
 
@@ -265,7 +266,10 @@ def test_gang_gets_exactly_the_jobset_rbac(tmp_path):
 def test_service_account_option_is_the_binding_subject(tmp_path):
     docs = compile_source(tmp_path, flow_source("@schedule(daily=True)", GANG), "--service-account", "trainer")
     d = by_kind(docs)
-    assert [s["name"] for s in d["RoleBinding"]["subjects"]] == ["trainer"]
+    jobset_binding, gang_pods_binding = [doc for doc in docs if doc["kind"] == "RoleBinding"]
+    assert [s["name"] for s in jobset_binding["subjects"]] == ["trainer"]
+    # the gang's pods run as the namespace's `default`: they get only what they read themselves
+    assert [s["name"] for s in gang_pods_binding["subjects"]] == ["default"]
     assert d["CronWorkflow"]["spec"]["workflowSpec"]["serviceAccountName"] == "trainer"
     # trigger's Workflow names only the template: the template itself carries the account.
     assert d["WorkflowTemplate"]["spec"]["serviceAccountName"] == "trainer"
@@ -276,6 +280,32 @@ def test_without_the_option_runs_keep_the_namespace_default_account(tmp_path):
     d = by_kind(docs)
     assert "serviceAccountName" not in d["WorkflowTemplate"]["spec"]
     assert [s["name"] for s in d["RoleBinding"]["subjects"]] == ["default"]
+
+
+GANG_POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]  # gang_control.py
+
+
+@pytest.mark.parametrize("workflow_account, step_account, expected", [
+    (None, "gang-sa", ["gang-sa"]),
+    ("trainer", None, ["default"]),
+    ("trainer", "trainer", None),  # the workflow's Role already covers them
+    (None, None, None),
+])
+def test_gang_pods_may_list_pods_as_their_own_service_account(tmp_path, workflow_account, step_account, expected):
+    """A worker reads its control's pod (gang_control.py) as the gang pod's service account."""
+    body = GANG.replace("    @parallel\n", "    @kubernetes(service_account=%r)\n    @parallel\n" % step_account
+                        if step_account else "    @parallel\n")
+    options = ("--service-account", workflow_account) if workflow_account else ()
+    docs = compile_source(tmp_path, flow_source("", body), *options)
+    roles = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Role"}
+    bindings = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "RoleBinding"}
+    name = docs[0]["metadata"]["name"] + "-gang-pods"
+    if expected is None:
+        assert name not in roles and name not in bindings and len(roles) == 1
+        return
+    assert roles[name]["rules"] == GANG_POD_RULES
+    assert bindings[name]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    assert [s["name"] for s in bindings[name]["subjects"]] == expected
 
 
 def test_checked_in_gang_example_has_rbac():
@@ -476,3 +506,41 @@ def test_console_script_passes_other_create_options_through(tmp_path):
     assert docs["WorkflowTemplate"]["spec"]["parallelism"] == 7
     proc = subprocess.run(base + ["--jobset-version", "0.5"], env=clean_env(), capture_output=True, text=True)
     assert proc.returncode == 1 and "mfargo needs JobSet v0.6 or newer" in proc.stderr
+
+
+# --- the pods mfargo adds are pods of their step ----------------------------------------------
+
+PRIVATE = '@kubernetes(image="registry.example/team/flow:1", image_pull_secrets=["regcred"], ' \
+          'service_account="runner", node_selector={"pool": "private"}, secrets=["team-creds"])'
+
+def pod_templates(wt: dict) -> dict[str, dict]:
+    """Every template that runs a pod of its own (a container or a script), by name."""
+    return {t["name"]: t for t in wt["spec"]["templates"] if "container" in t or "script" in t}
+
+
+def test_every_pod_of_a_private_image_flow_can_pull_it_and_has_a_deadline(tmp_path):
+    """@kubernetes(image_pull_secrets=...) on every step: the gang's pods, the failure report,
+    the @exit_hook and notification pods all carry the pull secret, the step's service account
+    and node selector, and a deadline; only the pods that run the flow's code get its Secrets."""
+    body = GANG.replace("    @step\n", "    %s\n    @step\n" % PRIVATE)
+    flow = write_flow(tmp_path, flow_source("from metaflow import exit_hook\n" + HOOKS, body))
+    out = compile_file(flow, "--notify-on-error", "--notify-slack-webhook-url-secret", "slack-hook:webhook").stdout
+    wt = next(yaml.safe_load_all(out))
+    pods = pod_templates(wt)
+    assert {"start", "0-failure-report-train", "0-on-success-ok", "0-on-error-bad", "0-notify-slack-on-error"} <= set(pods)
+    for name, t in pods.items():
+        assert json.loads(t["podSpecPatch"]) == {"imagePullSecrets": [{"name": "regcred"}]}, name
+        assert t["serviceAccountName"] == "runner" and t["nodeSelector"] == {"pool": "private"}, name
+        assert isinstance(t["activeDeadlineSeconds"], int) and t["activeDeadlineSeconds"] > 0, name
+        secrets = [e["secretRef"]["name"] for e in t["container"].get("envFrom") or []]
+        assert ("team-creds" in secrets) == (not name.startswith("0-notify-")), name
+    # the gang's own pods, inside the JobSet manifest of its resource template
+    [train] = [t for t in wt["spec"]["templates"] if t["name"] == "train"]
+    manifest = yaml.safe_load(re.sub(r"\{\{[^}]*\}\}", "x", train["resource"]["manifest"]))
+    for job in manifest["spec"]["replicatedJobs"]:
+        spec = job["template"]["spec"]
+        assert spec["activeDeadlineSeconds"] > 0
+        assert spec["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+        assert spec["template"]["spec"]["serviceAccountName"] == "runner"
+    assert pods["0-failure-report-train"]["activeDeadlineSeconds"] == 600
+    assert validation.validate_documents([wt]) == []

@@ -120,7 +120,8 @@ class GangMeetFlow(FlowSpec):
     def train(self):
         self.rank, self.world = current.parallel.node_index, current.parallel.num_nodes
         self.total = barrier(self.rank, self.world, self.rank)
-        print("rank %%d of %%d got %%d from %%s" %% (self.rank, self.world, self.total, os.environ["MF_MASTER_ADDR"]))
+        print("rank %%d of %%d got %%d from %%s at %%s" %% (self.rank, self.world, self.total, os.environ["MF_MASTER_ADDR"],
+                                                   current.parallel.main_ip))
         self.next(self.join)
 
     @step
@@ -153,11 +154,12 @@ def test_gang_of_three_meets_over_cluster_dns(cluster_env, tmp_path):
         [js] = [j["metadata"]["name"] for j in jobsets(cluster_env, run_id)]
     assert got["ok"] is True and got["got"] == [[0, 3, 3], [1, 3, 3], [2, 3, 3]], got
     assert [t[:3] for t in got["tasks"]] == [[0, 3, True], [1, 3, True], [2, 3, True]], got
-    logs = [re.fullmatch(r"rank (\d) of 3 got 3 from (\S+)", t[3]) for t in got["tasks"]]
+    logs = [re.fullmatch(r"rank (\d) of 3 got 3 from (\S+) at (\S+)", t[3]) for t in got["tasks"]]
     assert all(logs) and [int(m[1]) for m in logs] == [0, 1, 2], got
-    # every rank met the control at its JobSet host name: <pod host>.<jobset>.<namespace>.svc...
-    assert {m[2] for m in logs} == {logs[0][2]}, got
+    # the control's address is its JobSet host name: <pod host>.<jobset>.<namespace>.svc...; every
+    # worker met it at the IP that name resolved to (gang_control.py pins it), current.parallel.main_ip
     assert logs[0][2].endswith(".%s.%s.svc.cluster.local" % (js, cluster_env["METAFLOW_KUBERNETES_NAMESPACE"])), got
+    assert {m[3] for m in logs} == {logs[0][3]} and [m[2] for m in logs[1:]] == [logs[0][3]] * 2, got
 
 
 FOREACH = BARRIER + '''

@@ -51,5 +51,5 @@ def test_oom_killed_rank_is_reported_once_after_the_last_attempt(mf_env, tmp_pat
     assert first is None  # not after the first attempt: once, on the last
     assert json.loads(md) == {
         "jobset": jobset, "rank": 2, "role": "worker", "job": "%s-rank-2" % jobset, "pod": json.loads(md)["pod"],
-        "reason": "OOMKilled", "exit_code": 137, "jobset_reason": "ReachedMaxRestarts", "restarts": 0}
+        "reason": "OOMKilled", "exit_code": 137, "jobset_reason": "ReachedMaxRestarts", "restarts": 0, "said": ""}
     assert json.loads(md)["pod"].startswith("%s-rank-2-0-" % jobset)

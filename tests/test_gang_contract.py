@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, gang_flow, pod_command, templates
+from flowtools import EXAMPLES, EXAMPLE_CREATE_ARGS, compile_file, compile_source, gang_flow, pod_command, templates, write_flow
 
 
 def as_substituted(manifest: str) -> str:
@@ -24,11 +24,13 @@ def as_substituted(manifest: str) -> str:
     return re.sub(r"{{(.*?)}}", r"<\1>", manifest, flags=re.S)
 
 FAKE_PYTHON = """#!/bin/bash
-# The gang's attempt counter (python -m ...gang_attempt) answers $NEXT_ATTEMPT; the task-log
+# The gang's attempt counter (python -m ...gang_attempt) answers $NEXT_ATTEMPT; a worker's
+# control address (python -m ...gang_control) is $CONTROL_IP, its exit $CONTROL_EXIT; the task-log
 # wrapper (python -m ...task_logs python flow.py ...) is looked through.
 if [ "$1" = -m ]; then
   case "$2" in
     *.gang_attempt) printf '%s\\n' "$*" > "$RECORD_DIR/counter"; echo "${NEXT_ATTEMPT:-0}"; exit 0;;
+    *.gang_control) printf '%s\\n' "$*" > "$RECORD_DIR/control"; echo "${CONTROL_IP:-10.0.0.7}"; exit "${CONTROL_EXIT:-0}";;
     *.task_logs) shift 3;;
   esac
 fi
@@ -51,7 +53,8 @@ def substitute(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\{\{([^}]+)\}\}", repl, text)
 
 
-def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dict | None = None) -> list[dict]:
+def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dict | None = None,
+            check: bool = True) -> list[dict]:
     """Run a pod's command (`bash -c SCRIPT [NAME ARG...]`); return one record (argv, paths)
     per `python` call."""
     bindir, record = tmp_path / "bin", tmp_path / "record"
@@ -65,7 +68,7 @@ def run_pod(tmp_path: Path, command: list[str], values: dict[str, str], env: dic
     # What Argo (tags) and then the kubelet ($$ -> $, Kubernetes' own escaping) do to the command.
     argv = [substitute(word, values).replace("cd /app\n", "").replace("$$", "$") for word in command]
     full_env = {**(env or {}), "PATH": "%s:%s" % (bindir, os.environ["PATH"]), "RECORD_DIR": str(record)}
-    subprocess.run(argv, env=full_env, check=True, timeout=30)
+    subprocess.run(argv, env=full_env, check=check, timeout=30)
     calls = []
     for argv_file in sorted(record.glob("argv.*"), key=lambda p: int(p.suffix[1:])):
         paths = record / ("paths" + argv_file.suffix)
@@ -193,6 +196,36 @@ def test_every_rank_gets_its_task_id_and_split_index_from_its_job_index(tmp_path
         assert call["paths"] == "argo-dt-abcde/start/start"
 
 
+def test_workers_use_the_control_address_gang_control_finds_and_the_control_keeps_its_name(tmp_path, doc):
+    """Every worker asks gang_control for the control's IP before Metaflow runs (the control may
+    have completed and left the Service); the control itself never asks."""
+    [(command, env)] = job_pods(doc)
+    host = "dt-abcde-rank-0-0.dt-abcde.default.svc.cluster.local"  # its tags substituted (the JobSet's env)
+    env = dict(env, MF_MASTER_ADDR=host)
+    values = dict(VALUES, **{"inputs.parameters.num-parallel": "3"})
+    [call] = run_pod(tmp_path, command, values, env=dict(env, MFARGO_JOB_INDEX="0"))
+    assert call["env"]["MF_MASTER_ADDR"] == host and not (tmp_path / "record" / "control").exists()
+    for rank in (1, 2):
+        [call] = run_pod(tmp_path, command, values, env=dict(env, MFARGO_JOB_INDEX=str(rank), CONTROL_IP="10.1.2.3"))
+        assert call["env"]["MF_MASTER_ADDR"] == "10.1.2.3"
+        asked = (tmp_path / "record" / "control").read_text().split()
+        assert asked == ["-m", "metaflow_extensions.mfargo.plugins.gang_control", "rank", str(rank), "600"], asked
+
+
+def test_a_worker_that_cannot_reach_the_control_stops_before_metaflow_with_its_exit_code(tmp_path, doc):
+    [(command, env)] = job_pods(doc)
+    values = dict(VALUES, **{"inputs.parameters.num-parallel": "2"})
+    argv = [substitute(word, values).replace("cd /app\n", "").replace("$$", "$") for word in command]
+    bindir = tmp_path / "bin"
+    run_pod(tmp_path, command, values, env=dict(env, MFARGO_JOB_INDEX="1"))  # writes the fake python
+    for f in (tmp_path / "record").iterdir():
+        f.unlink()
+    p = subprocess.run(argv, env={**env, "MFARGO_JOB_INDEX": "1", "CONTROL_EXIT": "75", "RECORD_DIR": str(tmp_path / "record"),
+                                  "PATH": "%s:%s" % (bindir, os.environ["PATH"])}, timeout=30)
+    assert p.returncode == 75
+    assert not list((tmp_path / "record").glob("argv.*"))  # Metaflow never ran
+
+
 # Names a user's @environment variable or a Secret's key may have, the same as words of
 # the pod script: the script's assignments must not change what the step sees.
 USER_VARS = {name: "user-" + name for name in
@@ -228,6 +261,17 @@ def test_a_control_with_its_own_pod_gets_its_own_job_and_the_ranks_stay(tmp_path
     for job_index in range(2):
         [call] = run_pod(tmp_path, worker_cmd, values, env=dict(worker_env, MFARGO_JOB_INDEX=str(job_index)))
         assert_rank(call, job_index + 1)
+        # a control with its own pod is found in its own replicated job
+        assert (tmp_path / "record" / "control").read_text().split()[2:] == ["control", str(job_index + 1), "600"]
+
+
+def test_a_worker_waits_for_the_control_as_long_as_kubernetes_says(tmp_path):
+    """@kubernetes(hostname_resolution_timeout=...) bounds gang_control's wait as it bounded Metaflow's."""
+    doc = compile_source(tmp_path, gang_flow("G", "@kubernetes(hostname_resolution_timeout=90)"), "--code-in-image", "/app")[0]
+    [(command, env)] = job_pods(doc)
+    [call] = run_pod(tmp_path, command, dict(VALUES, **{"inputs.parameters.num-parallel": "2"}),
+                     env=dict(env, MFARGO_JOB_INDEX="1"))
+    assert (tmp_path / "record" / "control").read_text().split()[2:] == ["rank", "1", "90"]
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -303,3 +347,11 @@ def test_jobset_decorator_needs_parallel(tmp_path):
     source = JOBSET_PLACEMENT.replace("    @parallel\n", "").replace("num_parallel=2", "")
     proc = compile_file(write_flow(tmp_path, source), "--code-in-image", "/app", check=False)
     assert proc.returncode != 0 and "@jobset" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bad_hostname_resolution_timeout_is_one_line_naming_step_and_decorator(tmp_path):
+    flow = write_flow(tmp_path, gang_flow("G", "@kubernetes(hostname_resolution_timeout='soon')"))
+    proc = compile_file(flow, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    [line] = [ln for ln in proc.stderr.splitlines() if "hostname_resolution_timeout" in ln]
+    assert "train" in line and "@kubernetes" in line and "'soon'" in line, proc.stderr

@@ -223,3 +223,16 @@ def test_a_termination_message_becomes_the_node_message(tmp_path):
               command: [bash, -c, "printf 'rank 2 OOMKilled' > /tmp/said; exit 3"]
         """, tmp_path)
     assert result.node("said-" + result.workflow_name.rsplit("-", 1)[1]).message == "Error (exit code 3): rank 2 OOMKilled"
+
+
+def test_a_worker_that_could_not_reach_the_control_is_reported_in_words_not_as_user_code():
+    """gang_control.py's exit code and termination message: the report names the cause."""
+    said = ("rank 1 could not reach the gang's control: its host name h.svc did not resolve in 600 s, "
+            "and its pod: pod js-abc-rank-0-0-xyz is Running")
+    the_pod = pod("rank", 1, exit_code=pod_contract.CONTROL_UNREACHABLE_EXIT, reason="Error")
+    the_pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = said + "\n"
+    failure = gang_failure.first_failure(jobset(), [job("rank", 1, "BackoffLimitExceeded")], [the_pod])
+    assert (failure.rank, failure.reason, failure.exit_code, failure.said) == (1, "ControlUnreachable", 75, said)
+    assert failure.message("train") == (
+        "gang step train: rank 1 (worker) failed first: ControlUnreachable, exit code 75: %s "
+        "(pod js-abc-rank-1-0-xyz; JobSet js-abc: ReachedMaxRestarts after 0 restarts)" % said)

@@ -42,6 +42,11 @@ def decide(retry_on, pod):
         # Nothing restarts.
         ((), outcome(137, disrupted=True), "FailJob"),
         ((), outcome(137), "FailJob"),
+        # A worker that could not reach the control (gang_control.py): infrastructure, always.
+        (None, outcome(75), "Count"),
+        (("disruption",), outcome(75), "Count"),
+        ((), outcome(75), "Count"),
+        (("disruption", "killed", "error"), outcome(75), "Count"),
     ],
 )
 def test_retry_on_sorts_failures(retry_on, pod, expected):
@@ -65,7 +70,7 @@ def test_jobset_rules_are_named_and_keyed_on_job_reasons():
 def test_the_job_controllers_message_names_container_pod_and_rule():
     policy = gang_policy.pod_failure_policy(ir.GangPlacement(), "train")
     assert job_policy.action(policy, outcome(3)) == (
-        "FailJob", "Container train for pod ns/p failed with exit code 3 matching FailJob rule at index 1")
+        "FailJob", "Container train for pod ns/p failed with exit code 3 matching FailJob rule at index 2")
     assert job_policy.action(policy, outcome(137, disrupted=True))[1] == (
         "Pod ns/p has condition DisruptionTarget matching Count rule at index 0")
 

@@ -20,6 +20,8 @@ REPLICATED_JOB = pod_contract.REPLICATED_JOB_LABEL
 JOB_INDEX = pod_contract.JOB_INDEX_LABEL
 JOB_NAME = pod_contract.JOB_NAME_LABEL
 # The JobSet controller's Failed message ends with the first failed Job (messageWithFirstFailedJob).
+CONTROL_UNREACHABLE = "ControlUnreachable"  # a worker gang_control.py stopped: not the user's code
+SAID_CHARS = 1000  # of a container's termination message, in the report
 _FIRST_FAILED_JOB = re.compile(r"first failed job: ([a-z0-9.-]+)")
 
 
@@ -36,12 +38,14 @@ class GangFailure:
     exit_code: "int | None"
     jobset_reason: str  # the JobSet's Failed condition reason (ReachedMaxRestarts, ...)
     restarts: int  # gang restarts inside the JobSet before it failed
+    said: str = ""  # what the container wrote to its termination log (gang_control: why it stopped)
 
     def message(self, step):
         code = "no exit code" if self.exit_code is None else "exit code %d" % self.exit_code
         where = "pod %s" % self.pod if self.pod else "job %s" % self.job
-        return "gang step %s: rank %d (%s) failed first: %s, %s (%s; JobSet %s: %s after %d restart%s)" % (
-            step, self.rank, self.role, self.reason, code, where, self.jobset, self.jobset_reason,
+        said = ": %s" % self.said if self.said else ""
+        return "gang step %s: rank %d (%s) failed first: %s, %s%s (%s; JobSet %s: %s after %d restart%s)" % (
+            step, self.rank, self.role, self.reason, code, said, where, self.jobset, self.jobset_reason,
             self.restarts, "" if self.restarts == 1 else "s")
 
     def to_json(self):
@@ -91,6 +95,8 @@ def _reason(job, pod):
     job_reason = _condition(job, "Failed").get("reason") or "Failed"
     if pod is None:
         return job_reason
+    if _terminated(pod).get("exitCode") == pod_contract.CONTROL_UNREACHABLE_EXIT:
+        return CONTROL_UNREACHABLE
     status = pod.get("status") or {}
     disruption = _condition(pod, "DisruptionTarget")
     if status.get("reason"):
@@ -115,5 +121,6 @@ def first_failure(jobset, jobs, pods):
         jobset=jobset["metadata"]["name"], rank=rank, role=pod_contract.rank_role(rank), job=job["metadata"]["name"],
         pod=pod["metadata"]["name"] if pod else "", reason=_reason(job, pod),
         exit_code=int(exit_code) if exit_code is not None else None,
+        said=" ".join(str(_terminated(pod).get("message") or "").split())[:SAID_CHARS] if pod else "",
         jobset_reason=(_condition(jobset, "Failed") or {}).get("reason") or "Failed",
         restarts=int(status.get("restarts") or 0))

@@ -91,3 +91,9 @@ RETRY_ON_TERMINATED = "terminated"  # exit 143 (SIGTERM from outside)
 RETRY_ON_ERROR = "error"  # any other non-zero exit: the user's code failed
 RETRY_ON_CHOICES = (RETRY_ON_DISRUPTION, RETRY_ON_KILLED, RETRY_ON_TERMINATED, RETRY_ON_ERROR)
 RETRY_ON_DEFAULT = (RETRY_ON_DISRUPTION, RETRY_ON_KILLED, RETRY_ON_TERMINATED)
+
+# A worker rank that could not reach the gang's control (gang_control.py) exits with this:
+# EX_TEMPFAIL, which the JobSet's pod failure policy counts as infrastructure, not user code.
+CONTROL_UNREACHABLE_EXIT = 75
+# How long a worker waits for the control (Metaflow's @kubernetes hostname_resolution_timeout default).
+CONTROL_WAIT_SECONDS = 600

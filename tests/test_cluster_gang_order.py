@@ -1,0 +1,230 @@
+"""Gangs whose control finishes before a worker resolves it (issue 24), on the real engine
+(e2e/cluster). The ranks never talk: the control completes in seconds and leaves the JobSet's
+headless Service, so its host name stops resolving; a worker that reaches Metaflow's host-name
+wait after that must still run (plugins/gang_control.py gives it the control's IP).
+
+Each test makes the race certain instead of hoping for a busy node:
+
+* without @kubernetes on the step (mfargo's own wait, ``pod_hooks._resolve``): the flow
+  module, which a worker's step process imports before any decorator runs, holds a worker
+  until the control's host name has resolved once and then stopped resolving;
+* with @kubernetes (Metaflow's ``_wait_for_hostname_resolution``): the workers' pods select a
+  node label nobody has, so they stay Pending until the test, having seen the control's pod
+  Succeed, puts the label on the node: the worker pod starts after the control's has completed.
+
+Both tests also see to it that the completed control has left the Service
+(``wait_control_completed``): the EndpointSlice controller sometimes keeps a terminal pod
+listed for minutes, and then the name still resolves and there is no race to see.
+
+Without the fix both runs hang in the host-name wait (600 s, then exit 1 and FailJobSet);
+with @kubernetes the wait is cut to 60 s here so that failure is quick to see.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+import pytest
+from clustertools import cluster_env, failed_nodes, kubectl, wait_workflow  # noqa: F401
+from test_cluster_e2e import read_run
+from test_cluster_gangs import deployed, write_flow
+
+pytestmark = pytest.mark.cluster
+
+# The control's JobSet host name as mfargo writes it (compiler/naming.control_host), rebuilt
+# in the pod from the env every gang pod has: the flow cannot see it once the fix pins the IP.
+HOLD = '''
+import os, socket, sys, time
+
+
+def _resolves(host):
+    try:
+        socket.gethostbyname(host)
+        return True
+    except OSError:
+        return False
+
+
+def hold_worker_until_the_control_left(wait=300):
+    """A worker rank's step process only: wait (bounded) until the control's host name has
+    resolved and then stopped resolving, i.e. its pod completed and left the Service."""
+    if "MF_WORKER_REPLICA_INDEX" not in os.environ or "step" not in sys.argv:
+        return
+    js, ns = os.environ["METAFLOW_KUBERNETES_JOBSET_NAME"], os.environ["METAFLOW_KUBERNETES_POD_NAMESPACE"]
+    host = "%s-rank-0-0.%s.%s.svc.cluster.local" % (js, js, ns)
+    deadline = time.monotonic() + wait
+    seen = False
+    while time.monotonic() < deadline:
+        now = _resolves(host)
+        if seen and not now:
+            print("held until the control %s had left" % host, file=sys.stderr)
+            return
+        seen = seen or now
+        time.sleep(0.5)
+    print("hold: the control %s never %s within %d s" % (host, "left" if seen else "resolved", wait), file=sys.stderr)
+
+
+hold_worker_until_the_control_left()
+'''
+
+INDEPENDENT = HOLD + '''
+from metaflow import FlowSpec, current, parallel, resources, step
+
+
+class GangControlLeavesFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @resources(cpu=0.25, memory=300)
+    @parallel
+    @step
+    def train(self):
+        # no barrier: the ranks never meet; the control is done long before the held worker
+        self.rank = current.parallel.node_index
+        self.main_ip = current.parallel.main_ip
+        self.master_addr = os.environ["MF_MASTER_ADDR"]
+        if self.rank == 0:
+            time.sleep(5)  # the worker sees the control's name resolve before it leaves
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.got = sorted([i.rank, i.main_ip, i.master_addr] for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangControlLeavesFlow()
+'''
+
+
+def gang_pods(env: dict, run_id: str) -> dict[str, dict]:
+    """The run's gang pods by replicated job (rank 0's job first): the newest pod of each job index."""
+    items = json.loads(kubectl(env, "get", "pods", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
+                               "-l", "workflows.argoproj.io/workflow=" + run_id.removeprefix("argo-")))["items"]
+    out = {}
+    for pod in sorted(items, key=lambda p: p["metadata"]["creationTimestamp"]):
+        labels = pod["metadata"]["labels"]
+        if "jobset.sigs.k8s.io/replicatedjob-name" in labels:
+            out["%s-%s" % (labels["jobset.sigs.k8s.io/replicatedjob-name"], labels["jobset.sigs.k8s.io/job-index"])] = pod
+    return out
+
+
+def wait_control_completed(env: dict, run_id: str, control: str, timeout: float = 300) -> dict:
+    """The control's pod once it has Succeeded (bounded), then out of its JobSet's Service.
+
+    The EndpointSlice controller drops a terminal pod, but not always at once: a completed pod
+    was seen kept (ready, not serving) for minutes. Deleting the slice makes the controller
+    write it again from the pods as they are, which is what it does anyway: the race, certain."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = gang_pods(env, run_id)
+        status = pods.get(control, {}).get("status", {})
+        if status.get("phase") in ("Succeeded", "Failed"):
+            break
+        assert time.monotonic() < deadline, f"the control's pod did not complete in {timeout:.0f} s: {status}"
+        time.sleep(2)
+    assert status["phase"] == "Succeeded", status
+    ns, js = env["METAFLOW_KUBERNETES_NAMESPACE"], pods[control]["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"]
+    while True:
+        slices = json.loads(kubectl(env, "get", "endpointslices", "-n", ns, "-o", "json",
+                                    "-l", "kubernetes.io/service-name=" + js))["items"]
+        listed = [e for sl in slices for e in sl.get("endpoints") or [] if status["podIP"] in e.get("addresses", ())]
+        if not listed:
+            return pods
+        assert time.monotonic() < deadline, f"the control {status['podIP']} still in the Service of {js}"
+        kubectl(env, "delete", "endpointslices", "-n", ns, "-l", "kubernetes.io/service-name=" + js)
+        time.sleep(3)
+
+
+def test_a_worker_reaching_the_wait_after_the_control_left_still_runs(cluster_env, tmp_path):
+    """No @kubernetes: the worker's step resolves MF_MASTER_ADDR after the control's name is gone."""
+    flow = write_flow(tmp_path, "GangControlLeavesFlow", INDEPENDENT)
+    with deployed(cluster_env, flow) as start:
+        run_id = start(flow)
+        wait_control_completed(cluster_env, run_id, "rank-0")
+        wf = wait_workflow(cluster_env, run_id, timeout=420)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        got = read_run(cluster_env, f"GangControlLeavesFlow/{run_id}",
+                       "{'ok': run.successful, 'got': run['join'].task.data.got, "
+                       "'held': [t.stderr for t in run['train'] if t.data.rank == 1]}")
+    assert got["ok"] is True, got
+    [control, worker] = got["got"]
+    assert [control[0], worker[0]] == [0, 1], got
+    # the control keeps its host name; the worker got the control's IP, the one main_ip resolves to
+    assert control[2].endswith(".svc.cluster.local") and worker[2] == worker[1] == control[1], got
+    assert "held until the control" in got["held"][0] and "had left" in got["held"][0], got
+
+
+HOLD_LABEL = "mfargo-e2e.test/hold"
+
+CONTROL_FIRST = '''
+import os
+
+from metaflow import FlowSpec, current, jobset, kubernetes, parallel, step
+
+
+class GangControlFirstFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    # Workers wait for a node label the test adds once the control's pod has completed; the
+    # control (its own pod, @jobset(control=...)) runs anywhere.
+    @kubernetes(cpu=0.25, memory=300, node_selector={%(label)r: %(token)r}, hostname_resolution_timeout=60)
+    @jobset(control={"node_selector": {"kubernetes.io/os": "linux"}})
+    @parallel
+    @step
+    def train(self):
+        self.rank = current.parallel.node_index
+        self.main_ip = current.parallel.main_ip
+        self.master_addr = os.environ["MF_MASTER_ADDR"]
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.got = sorted([i.rank, i.main_ip, i.master_addr] for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangControlFirstFlow()
+'''
+
+
+def test_a_worker_pod_that_starts_after_the_control_completed_still_runs(cluster_env, tmp_path):
+    """@kubernetes: the worker's pod is scheduled only once the control's pod has Succeeded."""
+    token = secrets.token_hex(4)
+    flow = write_flow(tmp_path, "GangControlFirstFlow", CONTROL_FIRST % {"label": HOLD_LABEL, "token": token})
+    [node] = kubectl(cluster_env, "get", "nodes", "-o", "name").split()
+    try:
+        with deployed(cluster_env, flow) as start:
+            run_id = start(flow)
+            pods = wait_control_completed(cluster_env, run_id, "control-0")
+            control = pods["control-0"]["status"]
+            worker = pods["worker-0"]["status"]
+            assert worker["phase"] == "Pending" and not worker.get("podIP"), worker  # held back, as meant
+            control_ip = control["podIP"]  # kept on a completed pod
+            kubectl(cluster_env, "label", node, "%s=%s" % (HOLD_LABEL, token))
+            wf = wait_workflow(cluster_env, run_id, timeout=420)
+            assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+            got = read_run(cluster_env, f"GangControlFirstFlow/{run_id}",
+                           "{'ok': run.successful, 'got': run['join'].task.data.got}")
+    finally:
+        kubectl(cluster_env, "label", node, HOLD_LABEL + "-")
+    assert got["ok"] is True, got
+    [control_rank, worker_rank] = got["got"]
+    assert control_rank[0] == 0 and control_rank[1] == control_ip, got
+    assert control_rank[2].endswith(".svc.cluster.local"), got
+    assert worker_rank == [1, control_ip, control_ip], got  # Metaflow's contract: main_ip is the control's
