@@ -98,6 +98,40 @@ socket.gethostbyname_ex = gethostbyname_ex
 socket.gethostname = gethostname
 
 
+# -- local datastore (runner/local_datastore.py) -------------------------------------
+# In that mode the YAML's S3 datastore is replaced by Metaflow's local one: the pod's bash
+# script exports MF_DATASTORE=s3 for the task-log keeper and is never edited, so each
+# Python process of the pod puts the local datastore in its own env (its children inherit
+# it) and, for a Metaflow command, in its argv tokens.
+def _local_datastore(argv, env):
+    env["MF_DATASTORE"] = env["METAFLOW_DEFAULT_DATASTORE"] = "local"
+    root = env.get("MF_DATASTORE_ROOT", "")
+    if root and "://" in root:
+        del env["MF_DATASTORE_ROOT"]  # the local root is METAFLOW_DATASTORE_SYSROOT_LOCAL
+    if not (argv and argv[0].endswith(".py")):
+        return
+    out, skip = [argv[0]], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--datastore-root":
+            skip = True
+        elif a.startswith("--datastore-root="):
+            pass
+        elif a == "--datastore":
+            out += [a, "local"]
+            skip = True
+        elif a.startswith("--datastore="):
+            out.append("--datastore=local")
+        else:
+            out.append(a)
+    argv[:] = out
+
+
+if os.environ.get("MFARGO_RUNNER_DATASTORE") == "local":
+    _local_datastore(sys.argv, os.environ)
+
+
 # -- unreachable endpoints ------------------------------------------------------------
 # A Metaflow task whose S3 or metadata endpoint is down would sit in Metaflow's retries
 # (minutes) with no message.  So a task process (``python <flow>.py ... step|init ...``)
