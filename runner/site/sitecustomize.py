@@ -12,8 +12,10 @@ this module wraps ``socket.getaddrinfo``, ``gethostbyname`` and
   re-read when it changes).
 
 ``socket.gethostname()`` returns the pod's hostname (``MFARGO_POD_HOSTNAME``).
-Other names resolve normally.  A Metaflow task process checks its S3/metadata
-endpoints first (see below).  Any other ``sitecustomize`` further down
+Other names resolve normally.  With ``MFARGO_RUNNER_DATASTORE=local`` (the runner's
+local datastore mode, ``runner/local_datastore.py``) the process's datastore becomes
+Metaflow's local one.  A Metaflow task process checks its S3/metadata endpoints first
+(see below).  Any other ``sitecustomize`` further down
 ``sys.path`` is then executed, so an environment's own customisation still runs.
 Only Python processes are covered (``python -S``/``-I`` skip it).
 """
