@@ -227,8 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("METAFLOW_DATASTORE_SYSROOT_LOCAL", str(local_md))
     if local:
         force_env.update(local_datastore.pod_env(Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"])))
+        inside = Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"]) == local_md
         print(f"local datastore in {env['METAFLOW_DATASTORE_SYSROOT_LOCAL']} (not the YAML's S3: no S3 endpoint "
-              "is configured; --s3 runs it against a local S3 server)", flush=True)
+              "is configured; --s3 runs it against a local S3 server"
+              f"{', removed after the run: --keep keeps it' if inside and not keep else ''})", flush=True)
     elif why_s3:
         print(f"S3 needed: {why_s3}", flush=True)
     try:
