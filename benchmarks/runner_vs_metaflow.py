@@ -1,22 +1,25 @@
-"""`mfargo run` against Metaflow's own local runtime, on the same flows and the same S3 datastore.
+"""`mfargo run` against Metaflow's own `python flow.py run` as users run them: default datastore.
 
 For each flow, in rounds after an unmeasured warm-up round (each round runs every command
 once, the order alternating, so a slow spell of a shared machine falls on both alike):
 
-* **metaflow**: ``python flow.py --datastore=s3 ... run`` (Metaflow's local runtime, its
-  default ``--max-workers`` 16; ``@parallel`` runs as ``num_parallel`` local processes);
-* **metaflow-w**: the same with ``METAFLOW_S3_WORKER_COUNT`` = this machine's cores, the
-  value ``mfargo run`` gives its pods when their S3 server is on loopback (Metaflow's
-  default is 64 worker processes per transfer), so both sides can be compared alike;
-* **compile**: ``mfargo compile flow.py --code-in-image /app ...`` (once per round);
-* **mfargo**: ``mfargo run wf.yaml --code-dir DIR`` on that YAML.
+* **metaflow**: ``python flow.py run`` (Metaflow's local runtime with its defaults: local
+  datastore and metadata in the flow's directory, ``--max-workers`` 16; ``@parallel`` runs
+  as ``num_parallel`` local processes);
+* **compile**: ``mfargo compile flow.py --datastore s3 --datastore-root s3://... --code-in-image
+  /app`` (the YAML a cluster would get; uploads nothing);
+* **mfargo**: ``mfargo run wf.yaml --code-dir DIR`` on that YAML: no S3 endpoint is
+  configured, so the pods use Metaflow's local datastore (``runner/local_datastore.py``);
+  **compile+run** is the sum of the two;
+* **mfargo --s3**: the same YAML as a cluster would run it, against the local S3 server
+  ``mfargo run --s3`` starts for the run (its start-up included).
 
-Both use one loopback SeaweedFS S3 server (``runner.s3server``, as the tests do) and local
-metadata. Printed per command: wall seconds, CPU seconds (user + system of the command and
-every descendant it waited for, from ``wait4``), the peak number of live processes in its
-tree and the distinct processes seen (sampled every 50 ms, so short-lived ones may be
-missed), medians over the rounds and the range of the per-round wall ratio, with the
-machine's load average while it ran.
+No ``METAFLOW_*``/``AWS_*`` settings reach the commands (an empty ``METAFLOW_HOME``).
+Printed per command: wall seconds, CPU seconds (user + system of the command and every
+descendant it waited for, from ``wait4``), the peak number of live processes in its tree
+and the distinct processes seen (sampled every 50 ms, so short-lived ones may be missed),
+medians over the rounds and the range of the per-round wall ratio, with the machine's
+load average while it ran.
 
     python benchmarks/runner_vs_metaflow.py [--rounds 3] [--warmup 1] [--flows hello,branches,...]
         [--max-workers N]   # passed to `mfargo run` (default: its own)
@@ -35,10 +38,6 @@ import threading
 import time
 from pathlib import Path
 
-from mfargo.runner.cli import S3_WORKERS_VAR
-from mfargo.runner.s3server import S3Server
-from mfargo.runner.slots import machine_cores
-
 BUCKET = "mfbench"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -49,7 +48,7 @@ from metaflow import FlowSpec, step
 class ForeachFlow(FlowSpec):
     @step
     def start(self):
-        self.items = list(range(20))
+        self.items = list(range(WIDTH))
         self.next(self.work, foreach="items")
 
     @step
@@ -104,10 +103,12 @@ if __name__ == "__main__":
 FLOWS = {
     "hello": ("hello.py", None, 3),
     "branches": ("branches.py", None, 5),
-    "foreach20": ("foreach20.py", FOREACH, 23),
+    "foreach20": ("foreach20.py", FOREACH.replace("WIDTH", "20"), 23),
     "nested": ("nested_foreach.py", None, 13),
     "gang4": ("gang4.py", GANG, 7),
+    "foreach100": ("foreach100.py", FOREACH.replace("WIDTH", "100"), 103),
 }
+KINDS = ("metaflow", "compile", "mfargo", "mfargo-s3")
 
 
 def _tree(root: int) -> set[tuple[int, str]]:
@@ -181,7 +182,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1,
-                    help="unmeasured rounds first (Metaflow's first run of a flow uploads its code package)")
+                    help="unmeasured rounds first (caches: Python's bytecode, the first YAML compile)")
     ap.add_argument("--flows", default=",".join(FLOWS))
     ap.add_argument("--max-workers", type=int, help="mfargo run --max-workers (default: its own)")
     args = ap.parse_args()
@@ -190,62 +191,62 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="mfargo-bench-"))
     results: dict[tuple[str, str], list[dict]] = {}
     try:
-        with S3Server.start(root / "s3") as s3:
-            s3.create_bucket(BUCKET)
-            home = root / "home"
-            (home / ".metaflowconfig").mkdir(parents=True)
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("METAFLOW_", "AWS_", "MFARGO_"))}
-            env.update(s3.env(), HOME=str(home), USER="bench", METAFLOW_HOME=str(home / ".metaflowconfig"),
-                       METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root / "mflocal"),
-                       MFARGO_CACHE_DIR=str(root / "cache"),
-                       PATH=str(bindir) + os.pathsep + os.environ.get("PATH", os.defpath))
-            env.pop("PYTHONPATH", None)
-            env.pop(S3_WORKERS_VAR, None)
-            capped = dict(env, **{S3_WORKERS_VAR: str(machine_cores())})
-            top = ["--datastore=s3", f"--datastore-root=s3://{BUCKET}/metaflow", "--metadata=local"]
-            dirs = {n: flow_dir(root, n) for n in names}
-            for r in range(-args.warmup, args.rounds):
-                for n in names:
-                    d, file = dirs[n], FLOWS[n][0]
-                    mf = [sys.executable, file, *top, "run"]
-                    comp = [str(bindir / "mfargo"), "compile", file, "--datastore", "s3", "--datastore-root",
-                            f"s3://{BUCKET}/metaflow", "--code-in-image", "/app", "--no-cache", "-o", "wf.yaml"]
-                    run = [str(bindir / "mfargo"), "run", "wf.yaml", "--code-dir", str(d), "--quiet"]
-                    if args.max_workers:
-                        run += ["--max-workers", str(args.max_workers)]
-                    order = [("metaflow", mf, env), ("metaflow-w", mf, capped), ("compile", comp, env),
-                             ("mfargo", run, env)]
-                    # mfargo runs first in odd rounds: a slow spell falls on each side alike
-                    if r % 2:
-                        order = order[2:] + order[:2]
-                    for kind, argv, cmd_env in order:
-                        m = measure(argv, d, cmd_env, root / f"{n}-{kind}-{r}.log")
-                        if m is None or r < 0:
-                            continue
-                        results.setdefault((n, kind), []).append(m)
-                        print(f"round {r + 1} {n:10s} {kind:8s} wall {m['wall']:6.2f}s cpu {m['cpu']:6.2f}s "
-                              f"peak {m['peak']:3d} seen {m['seen']:4d} load {m['load']:.1f}", flush=True)
+        home = root / "home"
+        (home / ".metaflowconfig").mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("METAFLOW_", "AWS_", "MFARGO_"))}
+        env.update(HOME=str(home), USER="bench", METAFLOW_HOME=str(home / ".metaflowconfig"),
+                   MFARGO_CACHE_DIR=str(root / "cache"),
+                   PATH=str(bindir) + os.pathsep + os.environ.get("PATH", os.defpath))
+        env.pop("PYTHONPATH", None)
+        dirs = {n: flow_dir(root, n) for n in names}
+        for r in range(-args.warmup, args.rounds):
+            for n in names:
+                d, file = dirs[n], FLOWS[n][0]
+                mf = [sys.executable, file, "run"]
+                comp = [str(bindir / "mfargo"), "compile", file, "--datastore", "s3", "--datastore-root",
+                        f"s3://{BUCKET}/metaflow", "--code-in-image", "/app", "--no-cache", "-o", "wf.yaml"]
+                run = [str(bindir / "mfargo"), "run", "wf.yaml", "--code-dir", str(d), "--quiet"]
+                if args.max_workers:
+                    run += ["--max-workers", str(args.max_workers)]
+                order = [("metaflow", mf), ("compile", comp), ("mfargo", run), ("mfargo-s3", run + ["--s3"])]
+                # mfargo runs first in odd rounds: a slow spell falls on each side alike
+                if r % 2:
+                    order = order[1:] + order[:1]
+                for kind, argv in order:
+                    m = measure(argv, d, env, root / f"{n}-{kind}-{r}.log")
+                    if m is None or r < 0:
+                        continue
+                    results.setdefault((n, kind), []).append(m)
+                    print(f"round {r + 1} {n:10s} {kind:9s} wall {m['wall']:6.2f}s cpu {m['cpu']:6.2f}s "
+                          f"peak {m['peak']:3d} seen {m['seen']:4d} load {m['load']:.1f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
     def med(n: str, kind: str, key: str) -> float:
         return statistics.median(m[key] for m in results.get((n, kind)) or [{key: float("nan")}])
 
-    print("\nmedians over %d rounds (load average %.1f-%.1f)" % (
-        args.rounds, min(m["load"] for v in results.values() for m in v),
-        max(m["load"] for v in results.values() for m in v)))
-    print("| flow | tasks | metaflow wall | metaflow-w wall | mfargo run wall | ratio (range over rounds) | ratio to metaflow-w "
-          "| compile wall | metaflow CPU | metaflow-w CPU | mfargo CPU | CPU/task mf | CPU/task mfargo | peak procs mf "
-          "| peak procs mfargo | procs seen mf | procs seen mfargo |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    def ratios(n: str, kind: str, with_compile: bool = False) -> str:
+        rs = [(b["wall"] + (c["wall"] if with_compile else 0)) / a["wall"] for a, b, c in
+              zip(results.get((n, "metaflow"), []), results.get((n, kind), []), results.get((n, "compile"), []))]
+        if not rs:
+            return "-"
+        return f"{statistics.median(rs):.2f}" + (f" ({min(rs):.2f}-{max(rs):.2f})" if len(rs) > 1 else "")
+
+    loads = [m["load"] for v in results.values() for m in v]
+    print("\nmedians over %d rounds (load average %.1f-%.1f)" % (args.rounds, min(loads, default=0),
+                                                                 max(loads, default=0)))
+    print("| flow | tasks | metaflow run wall | mfargo run wall | ratio | compile wall | compile+run wall | ratio "
+          "| mfargo run --s3 wall | ratio | CPU metaflow | CPU mfargo | CPU compile | CPU mfargo --s3 "
+          "| CPU/task metaflow | CPU/task mfargo | CPU/task --s3 | peak procs metaflow | peak procs mfargo "
+          "| procs seen metaflow | procs seen mfargo |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in names:
         tasks = FLOWS[n][2]
-        mw, ww, rw = med(n, "metaflow", "wall"), med(n, "metaflow-w", "wall"), med(n, "mfargo", "wall")
-        mc, wc, rc = med(n, "metaflow", "cpu"), med(n, "metaflow-w", "cpu"), med(n, "mfargo", "cpu")
-        ratios = [b["wall"] / a["wall"] for a, b in zip(results.get((n, "metaflow"), []), results.get((n, "mfargo"), []))]
-        spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
-        print(f"| {n} | {tasks} | {mw:.2f} | {ww:.2f} | {rw:.2f} | {rw / mw:.2f}{spread} | {rw / ww:.2f} | "
-              f"{med(n, 'compile', 'wall'):.2f} | {mc:.2f} | {wc:.2f} | {rc:.2f} | {mc / tasks:.2f} | {rc / tasks:.2f} | {med(n, 'metaflow', 'peak'):.0f} | "
+        mw, cw, rw, sw = (med(n, k, "wall") for k in KINDS)
+        mc, cc, rc, sc = (med(n, k, "cpu") for k in KINDS)
+        print(f"| {n} | {tasks} | {mw:.2f} | {rw:.2f} | {ratios(n, 'mfargo')} | {cw:.2f} | {cw + rw:.2f} | "
+              f"{ratios(n, 'mfargo', True)} | {sw:.2f} | {ratios(n, 'mfargo-s3')} | {mc:.2f} | {rc:.2f} | {cc:.2f} | "
+              f"{sc:.2f} | {mc / tasks:.3f} | {rc / tasks:.3f} | {sc / tasks:.3f} | {med(n, 'metaflow', 'peak'):.0f} | "
               f"{med(n, 'mfargo', 'peak'):.0f} | {med(n, 'metaflow', 'seen'):.0f} | {med(n, 'mfargo', 'seen'):.0f} |")
     return 0
 

@@ -9,14 +9,17 @@ process can find the run) and again at the end, also on failure.
 The work directory (pods' logs, mounts, status.json) is a fresh temporary
 directory, removed after a successful run unless ``--keep`` (kept after a
 failure so the logs can be read); ``--work-dir`` chooses it and implies keep.
-``--s3`` starts a local S3 server (runner.s3server) for the run, creates the
-buckets named by ``s3://bucket`` URLs in the workflow (plus ``--s3-bucket``) and
-gives its endpoint/credentials env to every pod.  That is also the default when the
-workflow uses ``s3://`` and no ``METAFLOW_S3_ENDPOINT_URL`` is configured (caller's
-env, Metaflow config file or the workflow itself); ``--no-s3`` turns it off.  Its data
-(and the pods' local Metaflow metadata) then live in the work directory: ``--keep``
-keeps them, and ``eval "$(mfargo run --serve-s3 DIR)"`` serves them again in the
-background to read the run (:mod:`runner.serve`; the printed hint says how).
+When the workflow uses ``s3://`` and no ``METAFLOW_S3_ENDPOINT_URL`` is configured
+(caller's env, Metaflow config file or the workflow itself), the pods use Metaflow's
+local datastore instead, next to their local metadata (:mod:`runner.local_datastore`),
+unless they need S3 anyway (a code package to download, an IncludeFile default).
+``--s3`` runs the YAML as written instead: it starts a local S3 server
+(runner.s3server) for the run, creates the buckets named by ``s3://bucket`` URLs in the
+workflow (plus ``--s3-bucket``) and gives its endpoint/credentials env to every pod (also
+what a YAML that needs S3 gets); ``--no-s3`` does neither. The data (and the pods' local
+Metaflow metadata) then live in the work directory: ``--keep`` keeps them, and the printed
+hint reads the run with Metaflow's client (with S3, ``eval "$(mfargo run --serve-s3 DIR)"``
+serves its data again in the background, :mod:`runner.serve`).
 
 ``--user NAME`` runs every pod as Metaflow user NAME (``METAFLOW_USER``, overriding
 the workflow's ``argo-workflows``) without a production token, so the run lands in
@@ -42,7 +45,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from . import events as ev
-from . import include_files, readback, serve, workdir
+from . import include_files, local_datastore, readback, serve, workdir
 from .interpreter import check_interpreter
 from .model import WorkflowError, load_document
 from .readback import ENDPOINT_VAR
@@ -91,11 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-tmp", action="store_true",
                    help="let pods share this machine's /tmp (default: private per pod, as in Kubernetes)")
     p.add_argument("--no-validate", action="store_true", help="skip JobSet manifest validation")
-    p.add_argument("--s3", action="store_true", help="start a local S3 server for the run")
+    p.add_argument("--s3", action="store_true",
+                   help="run the YAML's S3 datastore as a cluster would, against a local S3 server "
+                        "(default without a configured endpoint: Metaflow's local datastore)")
     p.add_argument("--s3-bucket", action="append", default=[], help="extra bucket to create with --s3")
     p.add_argument("--no-s3", action="store_true",
-                   help="never start a local S3 server (default: start one when the workflow uses s3:// "
-                        "and no METAFLOW_S3_ENDPOINT_URL is configured)")
+                   help="neither a local S3 server nor the local datastore: the pods' datastore is "
+                        "the YAML's, as configured")
     p.add_argument("--user", help="run the pods as this Metaflow user (no production token): the run "
                    "lands in namespace user:NAME")
     p.add_argument("--node-capacity", action="append", default=[], metavar="RESOURCE=QTY",
@@ -234,7 +239,10 @@ def _main(args: argparse.Namespace, started: float) -> int:
         if rest <= 0:
             raise WorkflowError(f"--timeout {args.timeout:g}s passed before the workflow started")
         return rest
-    embedded = args.s3 or (not args.no_s3 and _uses_s3(text) and not _endpoint_configured(env, text))
+    unconfigured = not args.no_s3 and _uses_s3(text) and not _endpoint_configured(env, text)
+    why_s3 = local_datastore.needs_s3(document) if unconfigured and not args.s3 else None
+    local = unconfigured and not args.s3 and why_s3 is None
+    embedded = args.s3 or (unconfigured and not local)
     local_md = work_dir / "metaflow-local"
     force_env: dict[str, str | None] = {}
     if args.user:
@@ -255,6 +263,14 @@ def _main(args: argparse.Namespace, started: float) -> int:
 
     # one place for the pods' local Metaflow metadata, kept (or removed) with the work directory
     env.setdefault("METAFLOW_DATASTORE_SYSROOT_LOCAL", str(local_md))
+    if local:
+        force_env.update(local_datastore.pod_env(Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"])))
+        inside = Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"]) == local_md
+        print(f"local datastore in {env['METAFLOW_DATASTORE_SYSROOT_LOCAL']} (not the YAML's S3: no S3 endpoint "
+              "is configured; --s3 runs it against a local S3 server"
+              f"{', removed after the run: --keep keeps it' if inside and not keep else ''})", flush=True)
+    elif why_s3:
+        print(f"S3 needed: {why_s3}", flush=True)
     try:
         if args.python:
             check_interpreter(args.python)  # before any server starts
@@ -292,8 +308,9 @@ def _main(args: argparse.Namespace, started: float) -> int:
     if args.user:
         print(f"Metaflow namespace: user:{args.user}", flush=True)
     if keep and _uses_s3(text):
-        print(readback.hint(load_document(Path(args.workflow)), env, result.run_id,
-                            Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"]), work_dir / "s3" if embedded else None),
+        print(readback.hint(document, env, result.run_id,
+                            Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"]), work_dir / "s3" if embedded else None,
+                            local_datastore=local),
               flush=True)
     if result.succeeded and not keep:
         shutil.rmtree(work_dir, ignore_errors=True)

@@ -5,7 +5,9 @@ label ``metaflow/flow_name``), the datastore root (an env ``METAFLOW_DATASTORE_S
 or a ``--datastore-root`` argument anywhere in the document) and an S3 endpoint set in
 the YAML; what the YAML does not say comes from the env the pods got.  The hint is a
 pair of shell lines that work as printed: with the embedded S3 server, the first
-starts it again in the background (:mod:`runner.serve`).
+starts it again in the background (:mod:`runner.serve`).  With the local datastore
+(:mod:`runner.local_datastore`) one line names it: artifacts and metadata share
+``METAFLOW_DATASTORE_SYSROOT_LOCAL``, as after Metaflow's own local ``run``.
 """
 from __future__ import annotations
 
@@ -66,11 +68,18 @@ def facts(doc: dict, env: dict[str, str]) -> dict[str, str | None]:
             "endpoint": _env_value(doc, ENDPOINT_VAR) or env.get(ENDPOINT_VAR)}
 
 
-def hint(doc: dict, env: dict[str, str], run_id: str, local_md: Path, served_s3: Path | None) -> str:
-    """Shell lines that read the run back (``served_s3``: the embedded server's data)."""
+def hint(doc: dict, env: dict[str, str], run_id: str, local_md: Path, served_s3: Path | None,
+         local_datastore: bool = False) -> str:
+    """Shell lines that read the run back (``served_s3``: the embedded server's data;
+    ``local_datastore``: the pods used Metaflow's local datastore in ``local_md``)."""
     f = facts(doc, env)
     flow = f["flow"] or "FLOW"
     code = f"from metaflow import Run, namespace; namespace(None); print(Run('{flow}/{run_id}').data)"
+    if local_datastore:
+        assign = {"METAFLOW_DEFAULT_DATASTORE": "local", "METAFLOW_DEFAULT_METADATA": "local",
+                  "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(local_md)}
+        line = " ".join(f"{k}={shlex.quote(v)}" for k, v in assign.items())
+        return f"Read this run with Metaflow's client:\n  {line} python -c {shlex.quote(code)}"
     assign = {"METAFLOW_DEFAULT_DATASTORE": "s3", ROOT_VAR: f["root"] or "s3://YOUR-DATASTORE-ROOT",
               "METAFLOW_DEFAULT_METADATA": "local", "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(local_md)}
     lines = ["Read this run with Metaflow's client:"]

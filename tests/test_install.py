@@ -49,7 +49,7 @@ def test_a_non_editable_install_under_tmp_runs_an_example(installed):
     env = {k: v for k, v in clean_env().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")}
     env["PATH"] = "/usr/bin:/bin"
     proc = subprocess.run([str(python.parent / "mfargo"), "run", str(src / "examples" / "hello.yaml"), "--code-dir",
-                           str(src / "examples"), "--work-dir", str(work), "--timeout", "200", "--quiet"],
+                           str(src / "examples"), "--work-dir", str(work), "--timeout", "200", "--quiet", "--s3"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "local S3 at http://127.0.0.1:" in proc.stdout

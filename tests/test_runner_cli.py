@@ -1,11 +1,14 @@
 """Runner CLI: exit codes, output, --run-id-file (also on failure), SIGTERM kills
 every pod, concurrent runs do not collide."""
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from mfargo.runner.cli import main
 from mfargo.runner.slots import machine_cores
@@ -218,3 +221,121 @@ def test_pods_get_one_s3_worker_per_core_only_against_a_loopback_s3(tmp_path, ca
     # the caller's value, then the YAML's, win over the default
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9", caller="7") == "7"
     assert _pod_s3_workers(tmp_path, capsys, monkeypatch, "http://127.0.0.1:9", caller="7", yaml_value="3") == "3"
+
+
+DATASTORE_POD = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {name: ds}
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    container:
+      image: python
+      command: [bash, -c, 'export MF_DATASTORE=s3 MF_DATASTORE_ROOT=s3://bkt/m; exec python "$0" --quiet --datastore s3
+                 --datastore-root s3://bkt/m --datastore=s3 --datastore-root=s3://bkt/m step x --datastore-roots y', SHOW]
+      env: [{name: METAFLOW_DEFAULT_DATASTORE, value: s3}, {name: METAFLOW_DATASTORE_SYSROOT_S3, value: 's3://bkt/m'}]
+"""
+SHOW = """import json, os, sys
+print("SHOW" + json.dumps([sys.argv[1:]] + [os.environ.get(k) for k in (
+    "MF_DATASTORE", "MF_DATASTORE_ROOT", "METAFLOW_DEFAULT_DATASTORE", "METAFLOW_DATASTORE_SYSROOT_LOCAL")]))
+"""
+S3_ARGV = ["--quiet", "--datastore", "s3", "--datastore-root", "s3://bkt/m", "--datastore=s3",
+           "--datastore-root=s3://bkt/m", "step", "x", "--datastore-roots", "y"]
+
+
+@pytest.fixture
+def listening():
+    """A loopback port that accepts TCP connections (pods check their S3 endpoint first)."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield "http://127.0.0.1:%d" % server.getsockname()[1]
+
+
+def _fake_s3(monkeypatch, endpoint) -> list:
+    import types
+
+    started = []
+
+    class FakeS3:
+        endpoint_url = endpoint
+
+        @classmethod
+        def start(cls, data_dir=None, keep=False):
+            started.append(data_dir)
+            return cls()
+
+        def env(self):
+            return {"METAFLOW_S3_ENDPOINT_URL": self.endpoint_url}
+
+        def create_bucket(self, name):
+            pass
+
+        def stop(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "mfargo.runner.s3server", types.SimpleNamespace(S3Server=FakeS3))
+    return started
+
+
+def _datastore_seen(tmp_path, capsys, monkeypatch, text, *extra):
+    """What a pod's Python process saw: its argv after the script, MF_DATASTORE(_ROOT),
+    METAFLOW_DEFAULT_DATASTORE, METAFLOW_DATASTORE_SYSROOT_LOCAL; and the CLI's output."""
+    import json as _json
+
+    for k in ("METAFLOW_S3_ENDPOINT_URL", "METAFLOW_DATASTORE_SYSROOT_LOCAL", "METAFLOW_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("METAFLOW_HOME", str(tmp_path / "no-config"))
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / "show.py").write_text(SHOW)  # the work directory is visible in every pod
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(text.replace("SHOW", str(work / "show.py")))
+    rc = main([str(wf), "--work-dir", str(work), "--backoff-scale", "0.01", *extra])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    [line] = [ln for ln in out.splitlines() if "| SHOW" in ln]
+    return _json.loads(line.split("| SHOW", 1)[1]), out, work
+
+
+def test_default_local_datastore_replaces_the_yamls_s3_in_env_and_argv(tmp_path, capsys, monkeypatch, listening):
+    started = _fake_s3(monkeypatch, listening)
+    (argv, mf_ds, mf_root, default_ds, sysroot), out, work = _datastore_seen(tmp_path, capsys, monkeypatch,
+                                                                             DATASTORE_POD)
+    assert argv == ["--quiet", "--datastore", "local", "--datastore=local", "step", "x", "--datastore-roots", "y"]
+    assert (mf_ds, mf_root, default_ds, sysroot) == ("local", None, "local", str(work / "metaflow-local"))
+    assert started == [] and "local S3 at" not in out
+    assert f"local datastore in {work / 'metaflow-local'}" in out
+    # the hint reads it back with the local datastore
+    hint = out.split("Read this run with Metaflow's client:\n", 1)[1].splitlines()[0]
+    words = shlex.split(hint)
+    assert dict(w.split("=", 1) for w in words[:3]) == {
+        "METAFLOW_DEFAULT_DATASTORE": "local", "METAFLOW_DEFAULT_METADATA": "local",
+        "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(work / "metaflow-local")}
+
+
+def test_s3_option_keeps_the_yamls_datastore(tmp_path, capsys, monkeypatch, listening):
+    started = _fake_s3(monkeypatch, listening)
+    (argv, mf_ds, mf_root, default_ds, _), out, work = _datastore_seen(tmp_path, capsys, monkeypatch,
+                                                                       DATASTORE_POD, "--s3")
+    assert (argv, mf_ds, mf_root, default_ds) == (S3_ARGV, "s3", "s3://bkt/m", "s3")
+    assert started == [work / "s3"] and "local datastore" not in out
+
+
+def test_an_endpoint_in_the_yaml_keeps_s3(tmp_path, capsys, monkeypatch, listening):
+    started = _fake_s3(monkeypatch, listening)
+    text = DATASTORE_POD.replace("env: [", "env: [{name: METAFLOW_S3_ENDPOINT_URL, value: '%s'}, " % listening)
+    (argv, mf_ds, _, default_ds, _), out, _ = _datastore_seen(tmp_path, capsys, monkeypatch, text)
+    assert (argv, mf_ds, default_ds) == (S3_ARGV, "s3", "s3")
+    assert started == [] and "local datastore" not in out
+
+
+def test_a_code_package_from_s3_gets_the_s3_server(tmp_path, capsys, monkeypatch, listening):
+    started = _fake_s3(monkeypatch, listening)
+    text = DATASTORE_POD.replace("env: [", "env: [{name: METAFLOW_CODE_DS, value: s3}, ")
+    (argv, mf_ds, _, default_ds, _), out, work = _datastore_seen(tmp_path, capsys, monkeypatch, text)
+    assert (argv, mf_ds, default_ds) == (S3_ARGV, "s3", "s3")
+    assert started == [work / "s3"]
+    assert "S3 needed: its pods download Metaflow's code package from S3" in out

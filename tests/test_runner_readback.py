@@ -64,3 +64,11 @@ def test_hint_says_when_no_root_is_known(tmp_path):
     doc = {"metadata": {"annotations": {"metaflow/flow_name": "F"}}}
     lines = readback.hint(doc, {}, "argo-z", tmp_path, None).splitlines()
     assert "the YAML names no datastore root" in lines[-1]
+
+
+def test_hint_with_the_local_datastore(tmp_path):
+    doc = yaml.safe_load((EXAMPLES / "hello.yaml").read_text())
+    first, read = readback.hint(doc, {}, "argo-l", tmp_path / "md", None, local_datastore=True).splitlines()
+    assert _assignments(read) == {"METAFLOW_DEFAULT_DATASTORE": "local", "METAFLOW_DEFAULT_METADATA": "local",
+                                  "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(tmp_path / "md")}
+    assert "--serve-s3" not in read and "Run('HelloFlow/argo-l')" in shlex.split(read)[-1]

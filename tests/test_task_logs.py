@@ -110,6 +110,37 @@ def test_mflog_lines_parse_as_metaflows_own():
     assert ours.id != parse(mflog_line(b"some text\n")).id  # every line its own id, as decorate does
 
 
+def test_mflog_line_stamp_and_id_as_metaflows():
+    import uuid
+    from datetime import datetime, timezone
+
+    from metaflow.mflog.mflog import decorate
+    from metaflow_extensions.mfargo.plugins.task_logs import mflog_line
+
+    at = datetime(2023, 11, 14, 22, 13, 20, 250000, tzinfo=timezone.utc)
+    ours = parse(mflog_line(b"x\n", now=at.timestamp()))
+    theirs = parse(decorate(b"task", b"x\n", now=at))
+    assert ours.utc_tstamp_str == theirs.utc_tstamp_str == b"2023-11-14T22:13:20.250000"
+    ids = [uuid.UUID(parse(mflog_line(b"x\n")).id.decode()) for _ in range(50)]
+    assert {i.version for i in ids} == {4} and {i.variant for i in ids} == {uuid.RFC_4122} and len(set(ids)) == 50
+
+
+def test_the_keeper_imports_neither_socket_nor_uuid_nor_datetime(tmp_path):
+    """Each pod's keeper starts with the runner's sitecustomize (cluster DNS): their ~10 ms of
+    imports would be paid by every task, for nothing the keeper uses."""
+    from mfargo.runner.pod_setup import SITE_DIR
+
+    code = "import sys; print(' '.join(sorted(sys.modules)))"
+    env = dict(_env(tmp_path), PYTHONPATH=str(SITE_DIR))
+    probe = subprocess.run([sys.executable, "-c", "import importlib, sys; importlib.import_module(%r); "
+                            % TASK_LOGS_MODULE + code],
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+    loaded = set(probe.stdout.split())
+    assert TASK_LOGS_MODULE in loaded and "sitecustomize" in loaded
+    assert not loaded & {"socket", "uuid", "datetime"}
+
+
 STEP_SIDE = """
     import sys
     from metaflow_extensions.mfargo.plugins.task_logs import StepSide

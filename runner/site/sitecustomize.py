@@ -12,13 +12,14 @@ this module wraps ``socket.getaddrinfo``, ``gethostbyname`` and
   re-read when it changes).
 
 ``socket.gethostname()`` returns the pod's hostname (``MFARGO_POD_HOSTNAME``).
-Other names resolve normally.  A Metaflow task process checks its S3/metadata
-endpoints first (see below).  Any other ``sitecustomize`` further down
+Other names resolve normally.  With ``MFARGO_RUNNER_DATASTORE=local`` (the runner's
+local datastore mode, ``runner/local_datastore.py``) the process's datastore becomes
+Metaflow's local one.  A Metaflow task process checks its S3/metadata endpoints first
+(see below).  Any other ``sitecustomize`` further down
 ``sys.path`` is then executed, so an environment's own customisation still runs.
 Only Python processes are covered (``python -S``/``-I`` skip it).
 """
 import os
-import socket
 import sys
 
 _HOSTS_FILE = os.environ.get("MFARGO_RUNNER_HOSTS_FILE", "")
@@ -63,15 +64,13 @@ def _is_local(host):
     return name in _hosts()
 
 
-_orig_getaddrinfo = socket.getaddrinfo
-_orig_gethostbyname = socket.gethostbyname
-_orig_gethostbyname_ex = socket.gethostbyname_ex
-_orig_gethostname = socket.gethostname
+_orig = {}
 
 
 def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+    _orig_getaddrinfo = _orig["getaddrinfo"]
     if _is_local(host):
-        target = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+        target = "::1" if family == _orig["AF_INET6"] else "127.0.0.1"
         return _orig_getaddrinfo(target, port, family, type, proto, flags)
     return _orig_getaddrinfo(host, port, family, type, proto, flags)
 
@@ -79,23 +78,96 @@ def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
 def gethostbyname(host):
     if _is_local(host):
         return "127.0.0.1"
-    return _orig_gethostbyname(host)
+    return _orig["gethostbyname"](host)
 
 
 def gethostbyname_ex(host):
     if _is_local(host):
         return (host, [], ["127.0.0.1"])
-    return _orig_gethostbyname_ex(host)
+    return _orig["gethostbyname_ex"](host)
 
 
 def gethostname():
-    return _POD_HOSTNAME or _orig_gethostname()
+    return _POD_HOSTNAME or _orig["gethostname"]()
 
 
-socket.getaddrinfo = getaddrinfo
-socket.gethostbyname = gethostbyname
-socket.gethostbyname_ex = gethostbyname_ex
-socket.gethostname = gethostname
+_WRAPPERS = {"getaddrinfo": getaddrinfo, "gethostbyname": gethostbyname,
+             "gethostbyname_ex": gethostbyname_ex, "gethostname": gethostname}
+
+
+def _patch(module):
+    _orig.update({name: getattr(module, name) for name in _WRAPPERS}, AF_INET6=module.AF_INET6)
+    for name, wrapper in _WRAPPERS.items():
+        setattr(module, name, wrapper)
+
+
+class _PatchSocketOnImport:
+    """Patches ``socket`` when a process first imports it: importing it here would cost
+    every pod's Python process (the task-log keeper never uses it) ~5 ms of CPU."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "socket":
+            return None
+        sys.meta_path.remove(self)
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchingLoader(spec.loader)
+        return spec
+
+
+class _PatchingLoader:
+    def __init__(self, inner):
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        module.__loader__ = module.__spec__.loader = self.inner  # as if imported plainly
+        _patch(module)
+
+
+if "socket" in sys.modules:
+    _patch(sys.modules["socket"])
+else:
+    sys.meta_path.insert(0, _PatchSocketOnImport())
+
+
+# -- local datastore (runner/local_datastore.py) -------------------------------------
+# In that mode the YAML's S3 datastore is replaced by Metaflow's local one: the pod's bash
+# script exports MF_DATASTORE=s3 for the task-log keeper and is never edited, so each
+# Python process of the pod puts the local datastore in its own env (its children inherit
+# it) and, for a Metaflow command, in its argv tokens.
+def _local_datastore(argv, env):
+    env["MF_DATASTORE"] = env["METAFLOW_DEFAULT_DATASTORE"] = "local"
+    root = env.get("MF_DATASTORE_ROOT", "")
+    if root and "://" in root:
+        del env["MF_DATASTORE_ROOT"]  # the local root is METAFLOW_DATASTORE_SYSROOT_LOCAL
+    if not (argv and argv[0].endswith(".py")):
+        return
+    out, skip = [argv[0]], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--datastore-root":
+            skip = True
+        elif a.startswith("--datastore-root="):
+            pass
+        elif a == "--datastore":
+            out += [a, "local"]
+            skip = True
+        elif a.startswith("--datastore="):
+            out.append("--datastore=local")
+        else:
+            out.append(a)
+    argv[:] = out
+
+
+if os.environ.get("MFARGO_RUNNER_DATASTORE") == "local":
+    _local_datastore(sys.argv, os.environ)
 
 
 # -- unreachable endpoints ------------------------------------------------------------
@@ -126,6 +198,8 @@ def _check_endpoints(argv, env):
         port = parts.port or (443 if parts.scheme == "https" else 80)
         shown = "%s://%s:%d" % (parts.scheme or "http", host, port)  # never the credentials
         try:
+            import socket
+
             socket.create_connection((host, port), timeout=timeout).close()
         except OSError as e:
             return "mfargo runner: %s %s (%s) is unreachable from pod %s: %s" % (

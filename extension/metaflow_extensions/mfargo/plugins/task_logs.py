@@ -42,8 +42,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from datetime import datetime, timezone
 
 LOG_SOURCE = b"task"  # metaflow.mflog.TASK_LOG_SOURCE: who minted the timestamps
 DRAIN_SECONDS = 10.0  # after CMD ends, how long a leftover child may keep its output pipe
@@ -66,7 +64,7 @@ def main(argv):
     uploader = Uploader(files)
     ack_read, ack_write = os.pipe()
     (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
-    token = uuid.uuid4().hex.encode()
+    token = os.urandom(16).hex().encode()
     invitation = "%d:%s:%d:%d:%d" % (ack_read, token.decode(),
                                      *(os.fstat(fd).st_ino for fd in (ack_read, out_write, err_write)))
     try:
@@ -110,10 +108,21 @@ def main(argv):
 
 def mflog_line(line, now=None):
     """``line`` in Metaflow's structured log format (``mflog.decorate``): a UTC timestamp,
-    the log source and a unique id before the text, which keeps its newline."""
-    now = now or datetime.now(timezone.utc)
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%f").encode()
-    return b"[MFLOG|0|%sZ|%s|%s]%s" % (stamp, LOG_SOURCE, str(uuid.uuid4()).encode(), line)
+    the log source and a unique id (a random UUID, as Metaflow's) before the text, which
+    keeps its newline.  ``now``: seconds since the epoch.  Built from ``time`` and
+    ``os.urandom``: importing ``datetime`` and ``uuid`` would cost every pod ~5 ms of CPU."""
+    now = time.time() if now is None else now
+    seconds = int(now)
+    stamp = "%s.%06d" % (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)), int((now - seconds) * 1e6))
+    return b"[MFLOG|0|%sZ|%s|%s]%s" % (stamp.encode(), LOG_SOURCE, _random_uuid(), line)
+
+
+def _random_uuid():
+    """A version-4 UUID's text, as ``str(uuid.uuid4())`` gives it."""
+    b = bytearray(os.urandom(16))
+    b[6], b[8] = (b[6] & 0x0F) | 0x40, (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return ("%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])).encode()
 
 
 def pump(source, echo, path, barrier):
