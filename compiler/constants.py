@@ -79,7 +79,7 @@ class JobSetKey:
     """Labels/annotations the JobSet controller sets on pods (jobset_types.go, constants.go)."""
 
     JOB_INDEX: Final = contract.JOB_INDEX_LABEL
-    RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
+    RESTART_ATTEMPT: Final = contract.RESTART_ATTEMPT_ANNOTATION
     JOBSET_NAME: Final = contract.JOBSET_NAME_LABEL
     EXCLUSIVE_TOPOLOGY: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
     KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"  # Kueue's label, read on the JobSet

@@ -100,4 +100,6 @@ def test_create_refuses_a_gang_flow_without_jobset_and_a_missing_service_account
     kube.served.update({("jobset.x-k8s.io", "v1alpha2"): {"jobsets": "JobSet"}})
     kube.put_service_account("trainer", "ns1")
     env.create()
-    assert kube.names("workflowtemplates", "ns1") == ["gangflow"] and kube.names("roles", "ns1") == ["gangflow-jobset"]
+    # the gang pods run as `trainer`, not the workflow's account: a Role of their own to find a completed control
+    assert kube.names("workflowtemplates", "ns1") == ["gangflow"]
+    assert kube.names("roles", "ns1") == ["gangflow-gang-pods", "gangflow-jobset"]

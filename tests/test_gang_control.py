@@ -30,7 +30,7 @@ def pod(phase, ips=(), pod_ip=None, attempt="0", name="js-rank-0-0-abc"):
         status["podIPs"] = [{"ip": ip} for ip in ips]
     if pod_ip:
         status["podIP"] = pod_ip
-    return {"metadata": {"name": name, "annotations": {gang_control.RESTART_ATTEMPT_ANNOTATION: attempt}},
+    return {"metadata": {"name": name, "annotations": {pod_contract.RESTART_ATTEMPT_ANNOTATION: attempt}},
             "status": status}
 
 

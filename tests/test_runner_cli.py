@@ -263,7 +263,7 @@ def _fake_s3(monkeypatch, endpoint) -> list:
         endpoint_url = endpoint
 
         @classmethod
-        def start(cls, data_dir=None, keep=False):
+        def start(cls, data_dir=None, keep=False, timeout=None):
             started.append(data_dir)
             return cls()
 

@@ -10,7 +10,6 @@ import pytest
 from flowtools import REPO
 
 SOURCE_DIRS = ("compiler", "templates", "mfargo", "runner", "extension", "benchmarks")
-MAX_LINES = 400
 # An Argo tag being built: {{ followed by a variable or an expression, e.g. {{workflow.name}},
 # {{=toBase64(...)}}. Prose such as ``{{...}}`` and the bare "{{" a check refuses do not match.
 ARGO_TAG = re.compile(r"\{\{=?\s*[A-Za-z]")
@@ -18,12 +17,6 @@ ARGO_TAG = re.compile(r"\{\{=?\s*[A-Za-z]")
 
 def sources(*dirs: str):
     return sorted(p for d in dirs for p in (REPO / d).rglob("*.py") if ".venv" not in p.parts)
-
-
-@pytest.mark.parametrize("path", sources(*SOURCE_DIRS), ids=lambda p: str(p.relative_to(REPO)))
-def test_no_module_is_over_the_size_limit(path):
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, "%s has %d lines: split it by role" % (path.relative_to(REPO), lines)
 
 
 def test_the_compiler_builds_no_argo_tags():

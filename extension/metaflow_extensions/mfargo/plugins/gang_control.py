@@ -33,7 +33,6 @@ from . import pod_contract as contract
 
 API_EVERY_SECONDS = 5  # how often the control's pod is read while its name does not resolve
 RESOLVE_EVERY_SECONDS = 1
-RESTART_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/restart-attempt"
 
 
 class Unreachable(Exception):
@@ -47,7 +46,7 @@ def completed_ip(pods, restart_attempt):
     sides have one): an older generation's pod may linger while it is deleted."""
     mine = []
     for pod in pods:
-        seen = ((pod.get("metadata") or {}).get("annotations") or {}).get(RESTART_ATTEMPT_ANNOTATION)
+        seen = ((pod.get("metadata") or {}).get("annotations") or {}).get(contract.RESTART_ATTEMPT_ANNOTATION)
         if restart_attempt and seen is not None and seen != restart_attempt:
             continue
         mine.append(pod)

@@ -33,6 +33,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+RESTART_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/restart-attempt"  # the gang generation of a pod
 GANG_CONTAINER = "main"  # every rank's container (`argo logs` prints "main" by default)
 ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
 
