@@ -123,5 +123,4 @@ def _is_pairs(value) -> bool:
 
 
 def _short(text: str) -> str:
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # printable whatever it holds
+    return text if len(text) <= 80 else text[:77] + "..."
