@@ -31,6 +31,7 @@ import hashlib
 import re
 
 from metaflow_extensions.mfargo.plugins import pod_contract
+from mfargo import k8s_syntax
 
 from . import command as sh
 from .constants import Env, UbfContext
@@ -69,10 +70,13 @@ def workflow_template_name(name: str) -> str:
     """The WorkflowTemplate name: a plain ``name`` lowercased with '_' as '-' (cut to fit
     with a digest when too long), as it always was; any other name loses characters
     (``x__y``, ``_x``, ``x.y_``), so it ends in ``--<digest of the name as given>``, which no
-    plain name contains: two such names, or one and a plain name, never meet. Names that
+    plain name contains: two such names, or one and a plain name, never meet. A name that is
+    already a valid Kubernetes name is kept as given. Names that
     differ only in case, or in '_' against '-', still meet (Kubernetes names are lowercase;
     Metaflow's own Argo support merges more, dropping '_'): a deploy refuses to replace a
     template another flow deployed."""
+    if _is_kept_verbatim(name):
+        return name
     clean = re.sub(r"\.{2,}", ".", re.sub(r"-*\.-*", ".", sanitize(name))).strip("-.")
     if not clean:
         raise CompileError("name %r has no characters Kubernetes accepts" % name)
@@ -86,9 +90,15 @@ def workflow_template_name(name: str) -> str:
     return clean
 
 
+def _is_kept_verbatim(name: str) -> bool:
+    """A valid Kubernetes name (``--name my--flow``) that fits is used as given; only a
+    deliberate ``--name`` spelled like another flow's digest-suffixed name can meet one."""
+    return len(name) <= MAX_TEMPLATE_NAME and k8s_syntax.is_dns1123_subdomain(name)
+
+
 def changed_name_note(name: str, template: str) -> str | None:
     """The line saying a name was changed beyond case and '_' (None when it was not)."""
-    if _PLAIN.match(name):
+    if _PLAIN.match(name) or _is_kept_verbatim(name):
         return None
     return ("note: %r is not a valid Kubernetes name as it stands; its WorkflowTemplate is %r "
             "(the suffix tells it apart from names that differ only in the characters replaced)" % (name, template))

@@ -48,7 +48,7 @@ def test_names_that_sanitising_changes_get_a_digest_of_the_name_as_given():
     assert made == {raw: naming.workflow_template_name("proj.test.%s.LFlow" % raw) for raw in BRANCHES}
 
 
-@pytest.mark.parametrize("raw", ["a__b", "a--b", "_a", "a.", "a..b", "a.-b", "A" * 80 + "__", "x" * 80 + "__y"])
+@pytest.mark.parametrize("raw", ["a__b", "A--b", "_a", "a.", "a..b", "a.-b", "A" * 80 + "__", "x" * 80 + "__y"])
 def test_a_changed_name_never_equals_a_plain_one(raw):
     made = naming.workflow_template_name(raw)
     assert "--" in made and k8s_syntax.is_dns1123_subdomain(made) and len(made) <= naming.MAX_TEMPLATE_NAME
@@ -56,6 +56,11 @@ def test_a_changed_name_never_equals_a_plain_one(raw):
         assert "--" not in naming.workflow_template_name(plain)
     assert naming.changed_name_note(raw, made) and made in naming.changed_name_note(raw, made)
     assert naming.changed_name_note("proj.test.x_y.LFlow", "proj.test.x-y.lflow") is None
+
+
+@pytest.mark.parametrize("raw", ["my--flow", "a.b-c", "x" * 45, "a--b--12345"])
+def test_a_valid_kubernetes_name_is_kept_as_given(raw):
+    assert naming.workflow_template_name(raw) == raw and naming.changed_name_note(raw, raw) is None
 
 
 def test_branches_that_sanitise_alike_deploy_to_distinct_valid_templates(tmp_path):
