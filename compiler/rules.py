@@ -12,6 +12,8 @@ import math
 import re
 from decimal import Decimal
 
+from metaflow.metaflow_config import MAX_ATTEMPTS  # attempts Metaflow's runtime allows a task
+
 from mfargo import k8s_syntax as k8s
 
 from .command import SCRIPT_VAR_PREFIX
@@ -24,11 +26,6 @@ INT32_MAX = k8s.INT_RANGES["int32"][1]  # the Go sizes of the fields numbers lan
 INT64_MAX = k8s.INT_RANGES["int64"][1]
 # Argo parses a retry backoff ("<n>m") as a Go time.Duration: int64 nanoseconds.
 MAX_DURATION_MINUTES = INT64_MAX // (60 * 10**9)
-# Metaflow's runtime gives up on a task after this many attempts (metaflow_config.MAX_ATTEMPTS).
-try:
-    from metaflow.metaflow_config import MAX_ATTEMPTS
-except ImportError:  # pragma: no cover - Metaflow is a dependency
-    MAX_ATTEMPTS = 6
 # Bucket names as S3 accepts them (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
