@@ -124,6 +124,7 @@ def _check_options(options: CompileOptions) -> None:
         rules.tag(tag)
     for name, value in options.config_env + (("--datastore-root", options.datastore_root or ""),):
         urls.no_secret(name, value)
+    rules.s3_bucket("--datastore-root", options.datastore_root)
     # Each lands in a field of the Go size named (Argo's WorkflowSpec).
     rules.count(None, None, "--max-workers", options.max_workers, minimum=1)  # parallelism: int64
     if options.timeout_seconds is not None:  # activeDeadlineSeconds: int64

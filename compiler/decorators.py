@@ -154,13 +154,16 @@ def retry(step: str, decorators) -> ir.Retry:
     minutes = None
     for deco in decorators:
         u, e = deco.step_task_retry_count()
+        if deco.name == "retry":  # Metaflow's int() has already rounded 1.5 and True: read what was written
+            u = deco.attributes.get("times") if deco.attributes.get("times") is not None else u
         user += rules.count(step, deco.name, "times", u or 0, maximum=rules.INT32_MAX)
         error += rules.count(step, deco.name, "retries", e or 0, maximum=rules.INT32_MAX)
         if user + error > rules.INT32_MAX:  # Argo's retryStrategy.limit is an int32
             raise CompileError("%d retries in all is more than %d" % (user + error, rules.INT32_MAX), step, deco.name)
         if deco.name == "retry":
             minutes = rules.count(step, "retry", "minutes_between_retries",
-                                  deco.attributes.get("minutes_between_retries") or 0)
+                                  deco.attributes.get("minutes_between_retries") or 0,
+                                  maximum=rules.MAX_DURATION_MINUTES)
         if deco.name in ("catch", "gang_catch"):
             rules.python_identifier(step, deco.name, "var", deco.attributes.get("var"))
     return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes)
@@ -177,11 +180,13 @@ def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
         rules.labels(step, "jobset", "queue", {JobSetKey.KUEUE_QUEUE: queue})
     if topology is not None:  # a node label key the JobSet controller places the gang by
         rules.labels(step, "jobset", "exclusive_topology", {topology: ""})
+    max_restarts = rules.count(step, "jobset", "max_restarts", deco.attributes.get("max_restarts") or 0,
+                               maximum=rules.INT32_MAX)
+    rules.attempts(step, "jobset", retry(step, decorators).total, max_restarts)
     return ir.GangPlacement(
         queue=queue,
         exclusive_topology=topology,
-        max_restarts=rules.count(step, "jobset", "max_restarts", deco.attributes.get("max_restarts") or 0,
-                                 maximum=rules.INT32_MAX),
+        max_restarts=max_restarts,
         retry_on=_retry_on(deco),
         control=_control(step, deco, compute),
         control_wait_seconds=wait,

@@ -124,6 +124,9 @@ def _finish_events(deco, project: dict) -> list[ir.EventTrigger]:
         if (project_name or branch_name) and not (project_name and branch_name):
             raise CompileError("@trigger_on_finish: give both project and branch (or use @project)")
         name = "metaflow.%s.end" % ".".join(v for v in (project_name, branch_name, event["flow"]) if v)
+        if any(e.name == name for e in events):  # one Sensor dependency per event name
+            raise CompileError("@trigger_on_finish: flow %r (event %s) is listed twice; list each flow once"
+                               % (event["flow"], name))
         filters = [("auto-generated-by-metaflow", "True")]
         filters += [(k, v) for k, v in (("project_name", project_name), ("branch_name", branch_name)) if v]
         events.append(ir.EventTrigger(name=name, kind="run", sanitized_name=sanitized_event_name(name),

@@ -31,6 +31,7 @@ import hashlib
 import re
 
 from metaflow_extensions.mfargo.plugins import pod_contract
+from mfargo import k8s_syntax
 
 from . import command as sh
 from .constants import Env, UbfContext
@@ -58,15 +59,49 @@ def sanitize(name: str) -> str:
     return re.sub(r"-{2,}", "-", cleaned)
 
 
+# A name kept as itself, lowercased with '_' as '-': letters and digits in runs, one '.', '_'
+# or '-' between two runs. Every @project/flow name Metaflow makes of valid parts is plain.
+_PLAIN = re.compile(r"^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$")
+# What separates a changed name from the digest of the original: a plain name never holds it.
+_CHANGED_MARK = "--"
+
+
 def workflow_template_name(name: str) -> str:
-    """The WorkflowTemplate name, shortened with a stable hash suffix when too long."""
-    clean = sanitize(name)
+    """The WorkflowTemplate name: a plain ``name`` lowercased with '_' as '-' (cut to fit
+    with a digest when too long), as it always was; any other name loses characters
+    (``x__y``, ``_x``, ``x.y_``), so it ends in ``--<digest of the name as given>``, which no
+    plain name contains: two such names, or one and a plain name, never meet. A name that is
+    already a valid Kubernetes name is kept as given. Names that
+    differ only in case, or in '_' against '-', still meet (Kubernetes names are lowercase;
+    Metaflow's own Argo support merges more, dropping '_'): a deploy refuses to replace a
+    template another flow deployed."""
+    if _is_kept_verbatim(name):
+        return name
+    clean = re.sub(r"\.{2,}", ".", re.sub(r"-*\.-*", ".", sanitize(name))).strip("-.")
     if not clean:
         raise CompileError("name %r has no characters Kubernetes accepts" % name)
+    if not _PLAIN.match(name):
+        digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:5]
+        cut = clean[: MAX_TEMPLATE_NAME - len(_CHANGED_MARK) - len(digest)].rstrip("-.")
+        return "%s%s%s" % (cut, _CHANGED_MARK, digest)
     if len(clean) > MAX_TEMPLATE_NAME:
         digest = hashlib.sha1(clean.encode()).hexdigest()[:5]
         clean = "%s-%s" % (clean[: MAX_TEMPLATE_NAME - 6].rstrip("-."), digest)
     return clean
+
+
+def _is_kept_verbatim(name: str) -> bool:
+    """A valid Kubernetes name (``--name my--flow``) that fits is used as given; only a
+    deliberate ``--name`` spelled like another flow's digest-suffixed name can meet one."""
+    return len(name) <= MAX_TEMPLATE_NAME and k8s_syntax.is_dns1123_subdomain(name)
+
+
+def changed_name_note(name: str, template: str) -> str | None:
+    """The line saying a name was changed beyond case and '_' (None when it was not)."""
+    if _PLAIN.match(name) or _is_kept_verbatim(name):
+        return None
+    return ("note: %r is not a valid Kubernetes name as it stands; its WorkflowTemplate is %r "
+            "(the suffix tells it apart from names that differ only in the characters replaced)" % (name, template))
 
 
 ADDED_TEMPLATE_PREFIX = "0-"

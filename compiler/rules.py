@@ -13,6 +13,8 @@ import math
 import re
 from decimal import Decimal
 
+from metaflow.metaflow_config import MAX_ATTEMPTS  # attempts Metaflow's runtime allows a task
+
 from mfargo import k8s_syntax as k8s
 
 from .command import SCRIPT_VAR_PREFIX
@@ -23,6 +25,12 @@ MAX_MEMORY_MB = 2**30  # 1 PiB: anything larger is a typo, not a pod
 TAG_MAX = 500  # Metaflow's tag rule: 1-500 characters
 INT32_MAX = k8s.INT_RANGES["int32"][1]  # the Go sizes of the fields numbers land in
 INT64_MAX = k8s.INT_RANGES["int64"][1]
+# Argo parses a retry backoff ("<n>m") as a Go time.Duration: int64 nanoseconds.
+MAX_DURATION_MINUTES = INT64_MAX // (60 * 10**9)
+# Bucket names as S3 accepts them (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+_S3_RESERVED = (("xn--", "sthree-", "amzn-s3-demo-"), ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"))
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Pods of one gang (@parallel's num_parallel): a JobSet this size is already far past what a
 # cluster schedules at once; `mfargo run` refuses a larger JobSet with the same bound.
@@ -174,9 +182,37 @@ def env_name(step: str, decorator: str, name) -> None:
     if not isinstance(name, str) or not k8s.is_env_var_name(name):
         raise CompileError("env var name %r must match [-._a-zA-Z][-._a-zA-Z0-9]* and not start with '..' "
                            "(Kubernetes' rule)" % (name,), step, decorator)
-    if name.startswith(SCRIPT_VAR_PREFIX):
-        raise CompileError("env var name %r: names starting with %r are the pod script's own variables; "
-                           "use another name" % (name, SCRIPT_VAR_PREFIX), step, decorator)
+    if name.lower().startswith(SCRIPT_VAR_PREFIX):
+        raise CompileError("env var name %r: names starting with %r (in any case) are mfargo's own variables; "
+                           "use another name" % (name, SCRIPT_VAR_PREFIX.upper()), step, decorator)
+
+
+def attempts(step: str, decorator: str, retries: int, max_restarts: int) -> None:
+    """Each Argo retry of a gang runs up to 1 + max_restarts JobSet generations, each one
+    Metaflow attempt; Metaflow refuses an attempt past MAX_ATTEMPTS."""
+    total = (retries + 1) * (max_restarts + 1)
+    if total > MAX_ATTEMPTS:
+        raise CompileError("max_restarts=%d with %d retries makes up to %d attempts, more than Metaflow's %d "
+                           "(MAX_ATTEMPTS): (retries + 1) x (max_restarts + 1) must be at most %d"
+                           % (max_restarts, retries, total, MAX_ATTEMPTS, MAX_ATTEMPTS), step, decorator)
+
+
+def s3_bucket(option: str, url: str) -> None:
+    """The bucket of an s3:// URL, by S3's naming rules (else every pod fails to reach it)."""
+    if not isinstance(url, str) or not url.startswith("s3://"):
+        return
+    bucket = url[len("s3://"):].split("/", 1)[0]
+    problem = None
+    if not _S3_BUCKET.match(bucket):
+        problem = "3-63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit"
+    elif ".." in bucket or ".-" in bucket or "-." in bucket:
+        problem = "no '..', '.-' or '-.'"
+    elif _IP_ADDRESS.match(bucket):
+        problem = "not an IP address"
+    elif bucket.startswith(_S3_RESERVED[0]) or bucket.endswith(_S3_RESERVED[1]):
+        problem = "none of S3's reserved prefixes or suffixes"
+    if problem:
+        raise CompileError("%s %r: bucket %r is not an S3 bucket name (%s)" % (option, url, bucket, problem))
 
 
 def image(step: str | None, decorator: str | None, value, key: str = "image") -> None:

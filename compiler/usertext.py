@@ -55,25 +55,46 @@ def refuse_argo_tags(text, what: str, step: str | None = None, decorator: str | 
         )
 
 
+def refuse_uncarriable(text, what: str, step: str | None = None, decorator: str | None = None) -> None:
+    """Raise a CompileError for text no container or YAML can carry exactly: NUL (a C string
+    ends there: env values and argv lose what follows) and lone surrogates (not encodable
+    as UTF-8, so not writable at all)."""
+    if not isinstance(text, str):
+        return
+    if "\x00" in text:
+        raise CompileError("%s %r contains a NUL character, which no container's env or arguments can "
+                           "carry; remove it" % (what, _short(text)), step, decorator)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CompileError("%s %r contains a lone surrogate (not valid Unicode text, not writable as UTF-8); "
+                           "remove it" % (what, _short(text)), step, decorator) from None
+
+
+def _check_text(text, what: str, step: str | None = None, decorator: str | None = None) -> None:
+    refuse_uncarriable(text, what, step, decorator)
+    refuse_argo_tags(text, what, step, decorator)
+
+
 def check_workflow(wf) -> None:
-    """Refuse ``{{`` in every user-supplied string of the IR (run-time values mfargo
+    """Refuse ``{{``, NUL and lone surrogates in every user-supplied string of the IR (run-time values mfargo
     writes are ``ir.WorkflowField``/``ir.ParameterBase64`` objects, not strings)."""
     for step in wf.steps.values():
         for field, decorator in _STEP_FIELDS:
             for where, text in _strings(getattr(step, field), field):
-                refuse_argo_tags(text, where, step.name, decorator)
+                _check_text(text, where, step.name, decorator)
     for param in wf.parameters:
         for where, text in _strings(param, "parameter %s" % param.name):
-            refuse_argo_tags(text, where)
+            _check_text(text, where)
     for key, value in wf.env:
-        refuse_argo_tags(key, "env name")
-        refuse_argo_tags(value, "env %s" % key)
+        _check_text(key, "env name")
+        _check_text(value, "env %s" % key)
     for field in ("name", "flow_name", "script", "namespace", "description", "step_args",
                   "top_level_args", "annotations", "labels"):
         for where, text in _strings(getattr(wf, field), _OPTION_NAMES.get(field, field)):
-            refuse_argo_tags(text, where)
+            _check_text(text, where)
     for where, text in _strings(wf.deployment, "deployment"):
-        refuse_argo_tags(text, where)
+        _check_text(text, where)
 
 
 _OPTION_NAMES = {"step_args": "--tag/--namespace", "top_level_args": "option", "annotations": "annotation"}

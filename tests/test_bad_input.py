@@ -22,7 +22,7 @@ from mfargo.compiler.flow_decorators import sanitized_event_name
 
 FLOW = """
 from metaflow import (FlowSpec, Parameter, step, kubernetes, resources, retry, timeout, catch,
-                      environment, schedule, trigger, exit_hook, batch)
+                      environment, schedule, trigger, trigger_on_finish, exit_hook, batch)
 %(prelude)s
 %(flow_deco)s
 class BadFlow(FlowSpec):
@@ -158,6 +158,20 @@ CASES = {
     "image inner space": deco("@kubernetes(image='python 3.11')", K),
     "environment name dotdot": deco("@environment(vars={'..x': 'v'})", S + "environment"),
     "environment name of the pod script": deco("@environment(vars={'mfargo_paths': 'v'})", S + "environment"),
+    # issue 29: values that arrive exactly or are refused; mfargo's own names
+    "environment mfargo name": deco("@environment(vars={'MFARGO_OUTPUT_DIR': '/x'})", S + "environment"),
+    "environment value NUL": deco("@environment(vars={'A': 'a\\x00b'})", S + "environment"),
+    "environment value lone surrogate": deco("@environment(vars={'A': 'a\\ud800b'})", S + "environment"),
+    "retry fraction": deco("@retry(times=1.5)", S + "retry"),
+    "retry bool": deco("@retry(times=True)", S + "retry"),
+    "retry minutes past Go's duration": deco("@retry(minutes_between_retries=10**12)", S + "retry"),
+    "param default NUL": {"params": "    p = Parameter('p', default='a\\x00b')", "where": "parameter p"},
+    "param default lone surrogate": {"params": "    p = Parameter('p', default='a\\ud800b')", "where": "parameter p"},
+    "datastore root bucket of one character": {"options": {"datastore_root": "s3://b/m"}, "where": "--datastore-root"},
+    "datastore root bucket uppercase": {"options": {"datastore_root": "s3://My_Bucket/m"}, "where": "--datastore-root"},
+    "datastore root bucket IP": {"options": {"datastore_root": "s3://10.0.0.1/m"}, "where": "--datastore-root"},
+    "trigger_on_finish flow twice": {"flow_deco": "@trigger_on_finish(flows=['Up', 'Up'])",
+                                     "where": "@trigger_on_finish"},
     # quantities: never rounded to zero, never past 2^63-1 (resource/quantity.go)
     "cpu rounds to zero": deco("@kubernetes(cpu=0.0001)", K),
     "cpu 30 digits": deco("@kubernetes(cpu=1e30)", K),
@@ -212,7 +226,8 @@ CLI_CASES = {
     "timeout x", "namespace other", "environment argo tag", "batch",
     "param space", "param dot", "param braces", "param non-ascii", "param default argo tag", "param help argo tag",
     "tag argo tag", "max workers 0", "cron", "trigger parameter name", "timezone unknown",
-    "trigger reset timezone",
+    "trigger reset timezone", "param default lone surrogate", "param default NUL", "environment value NUL",
+    "retry bool", "trigger_on_finish flow twice",
 }
 # create options as the CLI passes them to CompileOptions
 OPTIONS = {"--tag": ("tags", lambda v: (v,)), "--max-workers": ("max_workers", int),
@@ -295,7 +310,7 @@ def test_rule_in_process(tmp_path, name):
         field, convert = OPTIONS[option]
         given[field] = convert(value)
     given.update(case.get("options", {}))
-    options = CompileOptions(datastore="s3", datastore_root="s3://b/m", code_in_image="/app", **given)
+    options = CompileOptions(**{"datastore": "s3", "datastore_root": "s3://bkt/m", "code_in_image": "/app", **given})
     flow_decorators = [d for decos in flow._flow_decorators.values() for d in decos]
     with pytest.raises(CompileError) as info:
         pipeline.documents(pipeline.compile_ir(flow, flow._graph, options, flow_decorators))

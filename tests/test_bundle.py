@@ -412,7 +412,7 @@ def test_console_script_check_for_pre_commit(tmp_path):
     flow = write_flow(tmp_path, flow_source(""))
     target = tmp_path / "flow.yaml"
     base = [sys.executable, "-m", "mfargo.cli", "compile", str(flow), "-o", str(target), "--code-in-image", "/app",
-            "--datastore", "s3", "--datastore-root", "s3://b/m"]
+            "--datastore", "s3", "--datastore-root", "s3://bkt/m"]
     assert subprocess.run(base, env=clean_env(), capture_output=True).returncode == 0
     proc = subprocess.run(base + ["--check"], env=clean_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -497,7 +497,7 @@ def test_console_script_passes_other_create_options_through(tmp_path):
     flow = write_flow(tmp_path, flow_source("@schedule(hourly=True)"))
     target = tmp_path / "flow.yaml"
     base = [sys.executable, "-m", "mfargo.cli", "compile", str(flow), "-o", str(target), "--code-in-image", "/app",
-            "--datastore", "s3", "--datastore-root", "s3://b/m"]
+            "--datastore", "s3", "--datastore-root", "s3://bkt/m"]
     proc = subprocess.run(base + ["--argo-version", "3.7", "--max-workers", "7"], env=clean_env(),
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

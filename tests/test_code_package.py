@@ -63,7 +63,7 @@ def test_the_replayed_tarball_holds_the_recorded_members(tmp_path, monkeypatch):
 def test_packaging_a_kubernetes_step_imports_no_kubernetes_client(tmp_path):
     """Metaflow's @kubernetes imports the client in package_init only to see it is there."""
     path = write_flow(tmp_path, FLOW)
-    cmd = [sys.executable, "-X", "importtime", path.name, "--datastore=s3", "--datastore-root=s3://b/mf",
+    cmd = [sys.executable, "-X", "importtime", path.name, "--datastore=s3", "--datastore-root=s3://bkt/mf",
            "argo-workflows", "create", "--only-yaml", "--no-cache"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -27,7 +27,7 @@ if __name__ == "__main__":
 """
 
 
-def _doc(tmp_path, *create_args, name="F", deco="", top_args=("--datastore=s3", "--datastore-root=s3://b/m")):
+def _doc(tmp_path, *create_args, name="F", deco="", top_args=("--datastore=s3", "--datastore-root=s3://bkt/m")):
     return compile_source(tmp_path, FLOW.format(name=name, deco=deco), "--code-in-image", "/app",
                           *create_args, top_args=top_args)[0]
 
@@ -43,7 +43,7 @@ def test_create_options_reach_the_spec(tmp_path):
 
 
 def test_name_option_and_long_names(tmp_path):
-    assert _doc(tmp_path, top_args=("--datastore=s3", "--datastore-root=s3://b/m"))["metadata"]["name"] == "f"
+    assert _doc(tmp_path, top_args=("--datastore=s3", "--datastore-root=s3://bkt/m"))["metadata"]["name"] == "f"
     long_name = "A" * 80 + "Flow"
     name = _doc(tmp_path, name=long_name)["metadata"]["name"]
     assert len(name) <= 45 and name.startswith("aaaa") and name == name.lower()
@@ -53,10 +53,10 @@ def test_name_option_and_long_names(tmp_path):
 
 def test_project_branch_and_production(tmp_path):
     deco = "@project(name='demo')"
-    prod = _doc(tmp_path, deco=deco, top_args=("--datastore=s3", "--datastore-root=s3://b/m", "--production"))
+    prod = _doc(tmp_path, deco=deco, top_args=("--datastore=s3", "--datastore-root=s3://bkt/m", "--production"))
     assert prod["metadata"]["name"] == "demo.prod.f"
     assert "--production" in script(templates(prod)["start"])
-    branch = _doc(tmp_path, deco=deco, top_args=("--datastore=s3", "--datastore-root=s3://b/m", "--branch", "x"))
+    branch = _doc(tmp_path, deco=deco, top_args=("--datastore=s3", "--datastore-root=s3://bkt/m", "--branch", "x"))
     assert branch["metadata"]["name"] == "demo.test.x.f"
     assert branch["metadata"]["annotations"]["metaflow/branch_name"] == "test.x"
 

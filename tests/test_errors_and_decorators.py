@@ -81,7 +81,7 @@ def test_parameters_reach_init_through_env_not_the_script(tmp_path):
 
 def test_project_names_the_template(tmp_path):
     [doc] = compile_source(tmp_path, flow("        pass\n", flow_decos="@project(name='demo')\n"),
-                           top_args=("--datastore=s3", "--datastore-root=s3://b/m", "--branch", "feat"))
+                           top_args=("--datastore=s3", "--datastore-root=s3://bkt/m", "--branch", "feat"))
     assert doc["metadata"]["name"] == "demo.test.feat.f"
     assert "--branch=feat" in script(templates(doc)["a"]) or "--branch feat" in script(templates(doc)["a"])
 
@@ -113,7 +113,7 @@ def test_name_with_project_is_rejected(tmp_path):
     import subprocess, sys
     from flowtools import clean_env
 
-    proc = subprocess.run([sys.executable, path.name, "--datastore=s3", "--datastore-root=s3://b/m", "argo-workflows",
+    proc = subprocess.run([sys.executable, path.name, "--datastore=s3", "--datastore-root=s3://bkt/m", "argo-workflows",
                            "--name", "x", "create", "--code-in-image", "/app", "--output-file", str(out)], cwd=tmp_path, env=clean_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and not out.exists() and "--name" in proc.stderr and "Traceback" not in proc.stderr

@@ -101,7 +101,7 @@ if __name__ == "__main__":
 
 
 def imported(flow: Path, *args: str, env: dict) -> set[str]:
-    cmd = [sys.executable, "-X", "importtime", flow.name, "--datastore=s3", "--datastore-root=s3://b/mf",
+    cmd = [sys.executable, "-X", "importtime", flow.name, "--datastore=s3", "--datastore-root=s3://bkt/mf",
            "argo-workflows", "create", "--code-in-image", "/app", *args]
     proc = subprocess.run(cmd, cwd=flow.parent, env=env, capture_output=True, text=True, timeout=120, check=True)
     return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}

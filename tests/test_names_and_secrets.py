@@ -17,7 +17,7 @@ from test_e2e_support import compile_flow, mf_env_for, tail
 from mfargo import pipeline
 from mfargo.compiler import CompileError, CompileOptions, naming
 
-OPTIONS = dict(datastore="s3", datastore_root="s3://b/m", code_in_image="/app")
+OPTIONS = dict(datastore="s3", datastore_root="s3://bkt/m", code_in_image="/app")
 
 
 def compile_in_process(tmp_path, source: str, **options) -> dict:
@@ -525,7 +525,7 @@ def test_compiling_never_imports_hera(tmp_path):
     import sys
 
     path = write_flow(tmp_path, SC_FLOW % "{'run_as_user': 1000}" + "\nif __name__ == '__main__':\n    ScFlow()\n")
-    probe = ("import runpy, sys\nsys.argv = [%r, '--datastore=s3', '--datastore-root=s3://b/m', 'argo-workflows', "
+    probe = ("import runpy, sys\nsys.argv = [%r, '--datastore=s3', '--datastore-root=s3://bkt/m', 'argo-workflows', "
              "'create', '--only-yaml', '--no-cache', '--code-in-image', '/app']\n"
              "try:\n    runpy.run_path(%r, run_name='__main__')\nexcept SystemExit:\n    pass\n"
              "sys.stderr.write('LOADED %%s\\n' %% sorted({m.split('.')[0] for m in sys.modules} & {'hera', 'pydantic'}))\n"

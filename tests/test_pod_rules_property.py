@@ -21,7 +21,7 @@ from mfargo import pipeline, validation
 from mfargo.compiler import CompileError, CompileOptions
 
 SEED, EXAMPLES = 19, 32
-OPTIONS = CompileOptions(datastore="s3", datastore_root="s3://b/m", code_in_image="/app")
+OPTIONS = CompileOptions(datastore="s3", datastore_root="s3://bkt/m", code_in_image="/app")
 # Each attribute's (valid values, values Kubernetes, Argo or Metaflow refuse); None: not given.
 KUBERNETES = {
     "cpu": ([1, 2, 0.5, "0.25", 0.001, 3.5], [0.0001, 1e30, -1, "x"]),

@@ -75,7 +75,7 @@ FLOWS = {
                     labels={"team": "ml"}, annotations={"note": %r},
                     tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])
         @environment(vars={"LONG": %r, "SHORT": "x"})
-        @retry(times=2)
+        @retry(times=1)  # 2 x (1 + max_restarts) = 6 attempts, Metaflow's limit
         @timeout(hours=3)
     """ % (LONG, LONG), num_parallel=3),
     "gang_catch": gang_flow("CatchFlow", '@catch(var="failure")\n@kubernetes(memory=2048)'),

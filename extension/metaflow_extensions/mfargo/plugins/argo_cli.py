@@ -132,7 +132,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
     from metaflow.exception import MetaflowException
 
     from mfargo import cache, include_file, output, pipeline
-    from mfargo.compiler import CompileError, with_code_package, with_environment
+    from mfargo.compiler import CompileError, naming, with_code_package, with_environment
     from mfargo.errors import UserError
 
     try:
@@ -163,6 +163,10 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         options = replace(options, include_files=tuple((f.parameter, f.descriptor) for f in included),
                           include_file_paths=tuple((f.parameter, f.in_flow_dir) for f in included if f.in_flow_dir))
         workflow = pipeline.compile_ir(obj.flow, obj.graph, options, inputs.flow_decorators(obj.flow))
+        note = naming.changed_name_note(
+            options.name or dict(options.project).get("project_flow_name") or obj.graph.name, workflow.name)
+        if note:
+            click.secho("mfargo: %s" % note, fg="yellow", err=True)
         workflow = with_environment(workflow, *inputs.step_environments(obj))
         if graph:
             sys.stdout.write(pipeline.as_mermaid(workflow))
