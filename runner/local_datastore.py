@@ -22,9 +22,9 @@ an ``s3://`` URL); :func:`needs_s3` names why, and the run gets the S3 server.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
 
 from . import include_files
+from .readback import walk
 
 POD_VAR = "MFARGO_RUNNER_DATASTORE"  # "local": read by site/sitecustomize.py in every pod's Python
 DATASTORE_VAR = "METAFLOW_DEFAULT_DATASTORE"
@@ -32,19 +32,9 @@ SYSROOT_VAR = "METAFLOW_DATASTORE_SYSROOT_LOCAL"
 CODE_DS_VAR = "METAFLOW_CODE_DS"
 
 
-def _walk(obj: Any) -> Iterator[Any]:
-    yield obj
-    if isinstance(obj, dict):
-        for v in obj.values():
-            yield from _walk(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _walk(v)
-
-
 def needs_s3(doc: dict) -> str | None:
     """Why the pods of ``doc`` need S3 even with a local datastore (None: they do not)."""
-    for x in _walk(doc):
+    for x in walk(doc):
         if isinstance(x, dict) and x.get("name") == CODE_DS_VAR and x.get("value") == "s3":
             return "its pods download Metaflow's code package from S3 (compile with --code-in-image DIR to run without S3)"
     params = ((doc.get("spec") or {}).get("arguments") or {}).get("parameters") or []
