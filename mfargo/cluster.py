@@ -261,21 +261,6 @@ class Cluster:
                 return False
             raise
 
-    def apply(self, doc: dict) -> str:
-        """Create or replace ``doc`` (optimistic concurrency: the live resourceVersion is sent
-        back, so a concurrent change is a 409, not a silent overwrite). Returns the action."""
-        res = Resource.of(doc)
-        meta = doc.setdefault("metadata", {})
-        name, namespace = meta["name"], meta.get("namespace") or self.namespace
-        live = self.get(res, name, namespace)
-        if live is None:
-            meta.pop("resourceVersion", None)
-            self.create(res, doc, namespace)
-            return "created"
-        meta["resourceVersion"] = live["metadata"]["resourceVersion"]
-        self.replace(res, name, doc, namespace)
-        return "replaced"
-
     # -- Argo runs --------------------------------------------------------------------
 
     def submit(self, template: str, parameters: dict[str, str], annotations: dict[str, str] | None = None,

@@ -9,7 +9,7 @@ import time
 import pytest
 from k8s_fake import TOKEN, kube  # noqa: F401 - fixture
 
-from mfargo.cluster import WORKFLOW_TEMPLATES, WORKFLOWS, Cluster, ClusterError
+from mfargo.cluster import WORKFLOW_TEMPLATES, WORKFLOWS, Cluster, ClusterError, Resource
 
 PREFIX = "/apis/argoproj.io/v1alpha1/namespaces/ns1"
 
@@ -25,10 +25,16 @@ def cluster(kube, tmp_path):  # noqa: F811
     return Cluster("ns1", kubeconfig=str(kube.kubeconfig(tmp_path / "kubeconfig")))
 
 
-def test_apply_creates_then_replaces_with_the_live_resource_version(kube, cluster):  # noqa: F811
-    assert cluster.apply(template(parallelism=1)) == "created"
+def test_create_then_replace_with_the_live_resource_version(kube, cluster):  # noqa: F811
+    """What mfargo.transaction sends: the object read, then a POST, or a PUT carrying the
+    resourceVersion read (a concurrent change is a 409, not a silent overwrite)."""
+    assert cluster.get(WORKFLOW_TEMPLATES, "hello") is None
+    cluster.create(WORKFLOW_TEMPLATES, template(parallelism=1))
+    live = cluster.get(WORKFLOW_TEMPLATES, "hello")
     rv = kube.get("workflowtemplates", "hello", "ns1")["metadata"]["resourceVersion"]
-    assert cluster.apply(template(parallelism=2)) == "replaced"
+    body = template(parallelism=2)
+    body["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+    cluster.replace(WORKFLOW_TEMPLATES, "hello", body)
     assert [(r.method, r.path) for r in kube.requests] == [
         ("GET", PREFIX + "/workflowtemplates/hello"),
         ("POST", PREFIX + "/workflowtemplates"),
@@ -47,8 +53,8 @@ def test_other_kinds_go_to_their_group_and_namespace(kube, cluster):  # noqa: F8
             "metadata": {"name": "r", "namespace": "ns2"}, "rules": []}
     sensor = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Sensor", "metadata": {"name": "s", "namespace": "ev"},
               "spec": {}}
-    cluster.apply(role)
-    cluster.apply(sensor)
+    for doc in (role, sensor):
+        cluster.create(Resource.of(doc), doc, doc["metadata"]["namespace"])
     assert [(r.method, r.path) for r in kube.calls("POST")] == [
         ("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/ns2/roles"),
         ("POST", "/apis/argoproj.io/v1alpha1/namespaces/ev/sensors"),
@@ -60,7 +66,7 @@ def test_conflicting_replace_is_a_409_message(kube, cluster):  # noqa: F811
     kube.fail("PUT", "/workflowtemplates/hello$", 409, 'Operation cannot be fulfilled on workflowtemplates "hello": '
               "the object has been modified")
     with pytest.raises(ClusterError) as e:
-        cluster.apply(template())
+        cluster.replace(WORKFLOW_TEMPLATES, "hello", template())
     assert str(e.value) == ('replace workflowtemplates hello: conflict (409) from the API server at %s: Operation '
                             'cannot be fulfilled on workflowtemplates "hello": the object has been modified' % kube.url)
     assert e.value.status == 409
