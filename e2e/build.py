@@ -14,8 +14,9 @@ from their Go modules. Three shapes cover them all:
   UI placeholder; its Linux signal file), built in place.
 * ``local``: a program of this project under ``e2e/tools/<name>/``.
 
-Usage: ``python e2e/build.py NAME...`` builds what is missing and prints one absolute path
-per NAME, in order, on stdout (progress on stderr). ``--list`` prints the names and versions.
+Usage: ``python e2e/build.py NAME[@VERSION]...`` builds what is missing and prints one absolute
+path per NAME, in order, on stdout (progress on stderr); without ``@VERSION`` a part is built at
+its default version below. ``--list`` prints the names and versions.
 Binaries live in ``$MFARGO_E2E_CACHE`` (default ``~/.cache/mfargo-e2e``) under a key made of
 the version, the recipe and the Go version, so a changed recipe rebuilds and nothing else does.
 Each part has its own lock: a caller wanting a part another is building waits for it, then
@@ -44,8 +45,12 @@ TOOLS = HERE / "tools"
 
 KUBERNETES = "v1.34.4"
 ETCD = "v3.6.16"
-ARGO = "v4.0.5"
-JOBSET = "v0.10.1"
+# Argo and JobSet are built at several versions: the releases mfargo's targets are checked
+# against (`argo lint --offline`, the JobSet webhook) and that the cluster can run. The first of
+# each is the default; E2E_ARGO / E2E_JOBSET (e2e/layout.py) pick the one the cluster runs.
+ARGO_RELEASES = ("v4.0.5", "v3.7.18")
+JOBSET_RELEASES = ("v0.12.0", "v0.11.1", "v0.10.1")
+ARGO, JOBSET = ARGO_RELEASES[0], JOBSET_RELEASES[0]
 COREDNS = "v1.15.0"
 CRICTL = "v1.34.0"
 
@@ -61,6 +66,8 @@ class Recipe:
     package: str = ""  # import path (wrapper) or ./relative dir (source)
     ldflags: tuple[str, ...] = ()
     main_go: str = ""  # a main package of our own for a wrapper whose module has none
+    requires: tuple[tuple[str, str], ...] = ()  # (module, version) a local program is built against
+    tags: tuple[str, ...] = ()  # Go build tags of a local program
     extra_env: tuple[tuple[str, str], ...] = field(default=())
 
 
@@ -79,10 +86,32 @@ def _kubernetes(name: str) -> Recipe:
                   ldflags=_kubernetes_ldflags(KUBERNETES))
 
 
-def _argo(name: str) -> Recipe:
-    return Recipe(name, "source", "github.com/argoproj/argo-workflows/v4", ARGO, f"./cmd/{name}",
-                  ldflags=("-X", f"github.com/argoproj/argo-workflows/v4.version={ARGO}"))
+def argo_module(version: str) -> str:
+    """Argo's module path carries its major version (v3.7.18 is .../v3)."""
+    return f"github.com/argoproj/argo-workflows/{version.split('.')[0]}"
 
+
+def _argo(name: str, version: str = ARGO) -> Recipe:
+    module = argo_module(version)
+    return Recipe(name, "source", module, version, f"./cmd/{name}", ldflags=("-X", f"{module}.version={version}"))
+
+
+def _jobset(name: str, version: str = JOBSET) -> Recipe:
+    return Recipe(name, "wrapper", "sigs.k8s.io/jobset", version, "sigs.k8s.io/jobset",
+                  ldflags=("-X", f"sigs.k8s.io/jobset/pkg/version.GitVersion={version}"))
+
+
+def _jobset_validate(name: str, version: str = JOBSET) -> Recipe:
+    """The webhook check, linked against the JobSet release it stands for (from v0.12 the
+    webhooks are registered through `webhooks.Setup`: build tag jobset_setup)."""
+    setup = tuple(int(p) for p in version.lstrip("v").split(".")) >= (0, 12, 0)
+    return Recipe(name, "local", version=version, package=str(TOOLS / name), requires=(("sigs.k8s.io/jobset", version),),
+                  tags=("jobset_setup",) if setup else ())
+
+
+# Parts built at a version named as NAME@VERSION (the default without it).
+VERSIONED = {"argo": _argo, "workflow-controller": _argo, "argoexec": _argo, "jobset": _jobset,
+             "jobset-validate": _jobset_validate}
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     *(_kubernetes(n) for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler",
@@ -92,8 +121,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
                    "func main() { etcdmain.Main(os.Args) }\n"),
     Recipe("crictl", "wrapper", "sigs.k8s.io/cri-tools", CRICTL, "sigs.k8s.io/cri-tools/cmd/crictl"),
     Recipe("coredns", "wrapper", "github.com/coredns/coredns", COREDNS, "github.com/coredns/coredns"),
-    Recipe("jobset", "wrapper", "sigs.k8s.io/jobset", JOBSET, "sigs.k8s.io/jobset"),
-    *(_argo(n) for n in ("argo", "workflow-controller", "argoexec")),
+    *(make(name) for name, make in VERSIONED.items()),
 ]}
 
 
@@ -128,6 +156,12 @@ def _local_recipe(name: str) -> Recipe | None:
 
 
 def recipe(name: str) -> Recipe:
+    """NAME or NAME@VERSION (only for the parts in VERSIONED)."""
+    base, _, version = name.partition("@")
+    if version:
+        if base not in VERSIONED or not re.fullmatch(r"v\d+\.\d+\.\d+", version):
+            raise BuildError(f"part {name!r}: only {', '.join(sorted(VERSIONED))} take @vX.Y.Z")
+        return VERSIONED[base](base, version)
     found = RECIPES.get(name) or _local_recipe(name)
     if found is None:
         known = ", ".join(sorted({*RECIPES, *(p.name for p in TOOLS.glob("*") if (p / "go.mod").is_file())}))
@@ -147,7 +181,7 @@ def binary_path(r: Recipe, go_version: str) -> Path:
     """Where the binary of this exact recipe lives: the key covers everything that shapes it."""
     local = r.shape == "local"  # keyed by its files' content, not by where the checkout is
     key = json.dumps([r.shape, r.module, r.version, "" if local else r.package, r.ldflags, r.main_go, go_version,
-                      _local_digest(Path(r.package)) if local else ""])
+                      _local_digest(Path(r.package)) if local else ""] + ([r.requires, r.tags] if r.requires else []))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     label = r.version or "local"
     return cache_dir() / "bin" / f"{r.name}-{label}-{digest}" / r.name
@@ -236,8 +270,41 @@ def _build_source(r: Recipe, out: Path, logfile: Path) -> None:
     _run(["go", "build", "-trimpath", "-ldflags", " ".join(r.ldflags), "-o", str(out), r.package], src, logfile, r.name)
 
 
-def _build_local(r: Recipe, out: Path, logfile: Path) -> None:
-    _run(["go", "build", "-trimpath", "-o", str(out), "."], Path(r.package), logfile, r.name)
+def _build_local(r: Recipe, work: Path, out: Path, logfile: Path) -> None:
+    """Built in a copy whose go.mod is moved to the module versions the recipe requires."""
+    shutil.copytree(r.package, work)
+    pinned = (work / "go.mod").read_text()
+    moved = [(m, v) for m, v in r.requires if (m, v) not in _requirements(pinned)]
+    if moved:
+        edits = []
+        for module, version in moved:
+            upstream = Path(_download(module, version, logfile, r.name)["GoMod"]).read_text()
+            edits += [f"-require={m}@{v}" for m, v in _aligned(pinned, upstream).items()]
+            edits.append(f"-require={module}@{version}")
+        _run(["go", "mod", "edit", *edits], work, logfile, r.name)
+        _run(["go", "mod", "tidy"], work, logfile, r.name)
+    _run(["go", "build", "-trimpath", "-tags", ",".join(r.tags), "-o", str(out), "."], work, logfile, r.name)
+
+
+def _requirements(go_mod: str) -> dict[str, str]:
+    """module -> version of every require line (single or in a block)."""
+    return dict(re.findall(r"^(?:require\s+|\t)([\w./-]+)\s+(v\S+)", go_mod, flags=re.M))
+
+
+def _aligned(ours: str, upstream: str) -> dict[str, str]:
+    """Our requirements moved to the versions an upstream module was built with (so a program
+    built against an older release is not linked with a newer controller-runtime than it knows);
+    Kubernetes staging modules all follow its k8s.io/api (an indirect line may name an older one)."""
+    mine, theirs = _requirements(ours), _requirements(upstream)
+    out = {m: theirs[m] for m in mine if m in theirs}
+    if "k8s.io/api" in theirs:
+        out.update({m: theirs["k8s.io/api"] for m in mine if m in _STAGING})
+    return out
+
+
+# Kubernetes modules published from its staging tree at v0.<minor>.<patch> together.
+_STAGING = {"k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiserver", "k8s.io/apiextensions-apiserver",
+            "k8s.io/client-go", "k8s.io/component-base", "k8s.io/kms"}
 
 
 @contextmanager
@@ -256,7 +323,7 @@ def build(name: str, go_version: str) -> Path:
     out = binary_path(r, go_version)
     if out.is_file():
         return out
-    with _locked(r.name):
+    with _locked(f"{r.name}-{r.version}"):
         if out.is_file():  # built by another caller while this one waited
             return out
         return _build(r, out)
@@ -272,14 +339,14 @@ def _build(r: Recipe, out: Path) -> Path:
     log(f"building {r.name} {r.version or '(local)'} (log: {logfile})")
     partial = out.with_name(out.name + ".partial")
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = cache_dir() / "work" / r.name  # per part: only this part's lock holder uses it
+    work = cache_dir() / "work" / f"{r.name}-{r.version}"  # only this part's lock holder uses it
     shutil.rmtree(work, ignore_errors=True)
     if r.shape == "wrapper":
         _build_wrapper(r, work, partial, logfile)
     elif r.shape == "source":
         _build_source(r, partial, logfile)
     else:
-        _build_local(r, partial, logfile)
+        _build_local(r, work, partial, logfile)
     partial.replace(out)
     log(f"built {r.name} in {time.monotonic() - started:.0f} s")
     return out
@@ -292,15 +359,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for r in RECIPES.values():
-            print(f"{r.name}\t{r.version}")
+            print(f"{r.name}\t{r.version or '(local)'}")
         for src in sorted(TOOLS.glob("*/go.mod")):
-            print(f"{src.parent.name}\t(local)")
+            if src.parent.name not in RECIPES:
+                print(f"{src.parent.name}\t(local)")
         return 0
     if shutil.which("go") is None:
         log("the Go toolchain is not on PATH (go); install Go >= 1.26")
         return 1
     try:
-        names = [recipe(n).name for n in args.names]  # every name checked before any build
+        for name in args.names:  # every name checked before any build
+            recipe(name)
+        names = args.names
         cache_dir().mkdir(parents=True, exist_ok=True)
         go_version = _go_version()
         paths = [build(n, go_version) for n in names]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ("clustertools",)  # the cluster fixtures, for every module that runs on it
 
 # The costliest tests (CPU seconds, measured), most expensive first: they are handed out
 # first so that the two workers finish together instead of one starting a long run at the
@@ -39,11 +42,20 @@ SLOW_FIRST = (
 )
 
 
-def _rank(item: pytest.Item) -> int:
+def _rank(item: pytest.Item) -> tuple[int, int]:
+    """Cluster tests on the default Argo release, then those on the other release (one swap of
+    Argo per session, see clustertools), then the rest; slowest first within each."""
+    from clustertools import DEFAULT_ARGO
+
+    callspec = getattr(item, "callspec", None)
+    if item.get_closest_marker("cluster") is None:
+        group = 2
+    else:
+        group = 1 if callspec and callspec.params.get("cluster_env", DEFAULT_ARGO) != DEFAULT_ARGO else 0
     for rank, prefix in enumerate(SLOW_FIRST):
         if item.nodeid.startswith(prefix):
-            return rank
-    return len(SLOW_FIRST)
+            return group, rank
+    return group, len(SLOW_FIRST)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -71,7 +83,8 @@ def pytest_xdist_make_scheduler(config, log):
     class SharedFixtureScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if path in shared else nodeid
+            engine = re.search(r"\[(?:.*-)?(argo-v[\d.]+)(?:-.*)?\]$", nodeid)  # clustertools.ON_EVERY_ARGO
+            return (path + (engine.group(1) if engine else "")) if path in shared else nodeid
 
     config.option.loadscopereorder = False  # keep the slowest-first order, not "biggest group first"
     return SharedFixtureScheduling(config, log)
@@ -80,21 +93,30 @@ def pytest_xdist_make_scheduler(config, log):
 @pytest.fixture(scope="session", autouse=True)
 def engine_checks():
     """Every bundle this session compiles (flowtools.compile_file, pipeline.as_yaml) passes the
-    real `argo lint --offline`, and each of its JobSets, tags substituted, the JobSet webhook's
-    own code: checked once, batched, when the session ends (engine_tools)."""
+    real `argo lint --offline` of the Argo release it targets, and each of its JobSets, tags
+    substituted, the webhook's own code of every JobSet release it targets: checked once, batched,
+    when the session ends (engine_tools)."""
     import os
 
     import engine_tools
     from mfargo import pipeline
 
-    original = pipeline.as_yaml
+    original_documents, original_as_yaml = pipeline.documents, pipeline.as_yaml
+    targets: dict[int, tuple[str, str]] = {}  # id(docs) -> the bundle's (argo, jobset) versions
+
+    def documents(workflow):
+        docs = original_documents(workflow)
+        bundle = workflow.deployment.bundle
+        targets[id(docs)] = (bundle.argo_version, bundle.jobset_version)
+        return docs
 
     def recording(docs):
-        text = original(docs)
-        engine_tools.RECORDER.record(text, os.environ.get("PYTEST_CURRENT_TEST", "?"))
+        text = original_as_yaml(docs)
+        engine_tools.RECORDER.record(text, os.environ.get("PYTEST_CURRENT_TEST", "?"), *targets.pop(id(docs), ()))
         return text
 
     patch = pytest.MonkeyPatch()
+    patch.setattr(pipeline, "documents", documents)
     patch.setattr(pipeline, "as_yaml", recording)
     yield engine_tools.RECORDER
     patch.undo()

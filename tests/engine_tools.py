@@ -13,6 +13,7 @@ worker checks its records once, at the end of its session (conftest.py).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import re
 import shutil
@@ -23,11 +24,43 @@ from pathlib import Path
 
 import yaml
 
+from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "e2e" / "build.py"
 BUILD_TIMEOUT = 3600  # seconds: a cold build of argo is ~10 min on a busy 2-core machine
 CHECK_TIMEOUT = 600  # seconds for one lint or webhook run over every recorded file
 ARGO, JOBSET_VALIDATE, SENSOR_VALIDATE = "argo", "jobset-validate", "sensor-validate"
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location("mfargo_e2e_build", BUILD)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+# The engine releases the checks run (e2e/build.py names them, newest first).
+ARGO_RELEASES: tuple[str, ...] = _build_module().ARGO_RELEASES
+JOBSET_RELEASES: tuple[str, ...] = _build_module().JOBSET_RELEASES
+
+
+def _minor(version: str) -> tuple[int, int]:
+    return tuple(int(p) for p in version.lstrip("v").split(".")[:2])
+
+
+def argo_release(target: str) -> str:
+    """The Argo release whose `argo lint` checks output for target X.Y: the one of its major version."""
+    [release] = [r for r in ARGO_RELEASES if r.lstrip("v").split(".")[0] == target.split(".")[0]]
+    return release
+
+
+def jobset_releases(target: str) -> list[str]:
+    """The JobSet webhooks a manifest for target X.Y must pass: every release at or above it (a
+    target is the oldest JobSet the output runs on), or all of them for a target older than any."""
+    return [r for r in JOBSET_RELEASES if _minor(r) >= _minor(target)] or list(JOBSET_RELEASES)
+
 
 _binaries: dict[str, Path] = {}
 
@@ -42,15 +75,15 @@ def binary(name: str) -> Path:
     return _binaries[name]
 
 
-def argo_lint(paths: list[Path]) -> subprocess.CompletedProcess:
-    """`argo lint --offline` (strict, as Argo's default) over `paths`, in one call."""
-    return subprocess.run([str(binary(ARGO)), "lint", "--offline", "--output", "simple", *map(str, paths)],
+def argo_lint(paths: list[Path], release: str = ARGO_RELEASES[0]) -> subprocess.CompletedProcess:
+    """`argo lint --offline` (strict, as Argo's default) of one Argo release over `paths`, in one call."""
+    return subprocess.run([str(binary(f"{ARGO}@{release}")), "lint", "--offline", "--output", "simple", *map(str, paths)],
                           capture_output=True, text=True, timeout=CHECK_TIMEOUT)
 
 
-def jobset_admit(paths: list[Path]) -> subprocess.CompletedProcess:
-    """The JobSet webhook's defaulting and create validation, behind the API server's CRD checks."""
-    return subprocess.run([str(binary(JOBSET_VALIDATE)), *map(str, paths)],
+def jobset_admit(paths: list[Path], release: str = JOBSET_RELEASES[0]) -> subprocess.CompletedProcess:
+    """One JobSet release's webhook defaulting and create validation, behind the API server's CRD checks."""
+    return subprocess.run([str(binary(f"{JOBSET_VALIDATE}@{release}")), *map(str, paths)],
                           capture_output=True, text=True, timeout=CHECK_TIMEOUT)
 
 
@@ -99,46 +132,55 @@ def gang_manifests(bundle_text: str) -> list[tuple[str, str]]:
 
 
 class Recorder:
-    """The distinct bundles this process compiled, as files, with the test that made each."""
+    """The distinct bundles this process compiled, as files, with the test that made each and the
+    Argo and JobSet versions it was compiled for."""
 
     def __init__(self):
         self.dir: Path | None = None  # made on the first record
         self.made_by: dict[Path, str] = {}
+        self.targets: dict[Path, tuple[str, str]] = {}
 
-    def record(self, text: str, test: str) -> None:
+    def record(self, text: str, test: str, argo_version: str = DEFAULT_ARGO_VERSION,
+               jobset_version: str = DEFAULT_JOBSET_VERSION) -> None:
         if "kind: WorkflowTemplate" not in text and '"kind": "WorkflowTemplate"' not in text:
             return
         self.dir = self.dir or Path(tempfile.mkdtemp(prefix="mfargo-engine-checks-"))
         suffix = ".json" if text.lstrip().startswith("{") else ".yaml"
-        path = self.dir / (hashlib.sha256(text.encode()).hexdigest()[:16] + suffix)
+        key = "\0".join((text, argo_version, jobset_version))
+        path = self.dir / (hashlib.sha256(key.encode()).hexdigest()[:16] + suffix)
         if path not in self.made_by:
             path.write_text(text)
             self.made_by[path] = test
+            self.targets[path] = (argo_version, jobset_version)
 
     def problems(self) -> list[str]:
-        """One line per bundle Argo's lint refuses and per JobSet the webhook refuses."""
+        """One line per bundle its Argo release's lint refuses and per JobSet a webhook of its
+        JobSet releases refuses."""
         if not self.made_by:
             return []
         out = []
-        for batch in lint_batches(sorted(self.made_by)):
-            lint = argo_lint(batch)
-            if lint.returncode != 0:
-                failing = [p for p in batch if p.name in lint.stdout + lint.stderr] or batch
-                out += ["argo lint refused %s (compiled by %s): %s" % (p, self.made_by[p], _lines_about(lint, p))
-                        for p in failing]
-        manifests: dict[Path, str] = {}
+        for release in ARGO_RELEASES:
+            mine = sorted(p for p in self.made_by if argo_release(self.targets[p][0]) == release)
+            for batch in lint_batches(mine):
+                lint = argo_lint(batch, release)
+                if lint.returncode != 0:
+                    failing = [p for p in batch if p.name in lint.stdout + lint.stderr] or batch
+                    out += ["argo lint %s refused %s (compiled by %s): %s" % (release, p, self.made_by[p],
+                            _lines_about(lint, p)) for p in failing]
+        manifests: dict[Path, tuple[str, list[str]]] = {}
         for bundle in sorted(self.made_by):
             if bundle.suffix != ".yaml":
                 continue
             for template, text in gang_manifests(bundle.read_text()):
                 path = bundle.with_name("%s.%s.jobset.yaml" % (bundle.stem, template))
                 path.write_text(text)
-                manifests[path] = self.made_by[bundle]
-        if manifests:
-            admit = jobset_admit(sorted(manifests))
-            if admit.returncode != 0:
-                out += ["the JobSet webhook refused %s (compiled by %s): %s" % (line.split(": ", 1)[0],
-                        manifests.get(Path(line.split(": ", 1)[0]), "?"), line.split(": ", 1)[-1])
+                manifests[path] = (self.made_by[bundle], jobset_releases(self.targets[bundle][1]))
+        for release in JOBSET_RELEASES:
+            mine = sorted(p for p, (_, releases) in manifests.items() if release in releases)
+            admit = jobset_admit(mine, release) if mine else None
+            if admit is not None and admit.returncode != 0:
+                out += ["the JobSet %s webhook refused %s (compiled by %s): %s" % (release, line.split(": ", 1)[0],
+                        manifests.get(Path(line.split(": ", 1)[0]), ("?",))[0], line.split(": ", 1)[-1])
                         for line in (admit.stdout + admit.stderr).splitlines() if line.strip()]
         if not out:
             shutil.rmtree(self.dir, ignore_errors=True)  # kept, with the files named, when refused

@@ -58,16 +58,21 @@ def compile_file(flow: Path, *create_args: str, top_args=EXAMPLE_ARGS, env=None,
 def _record(cmd: list[str], cwd: Path, stdout: str) -> None:
     """Hand what was compiled to Argo's and JobSet's own validation (engine_tools)."""
     from engine_tools import RECORDER
+    from mfargo import versions
 
-    if "--argo-version" in cmd and not cmd[cmd.index("--argo-version") + 1].startswith("4."):
-        return  # for Argo 3.x: the lint binary is Argo 4 (Argo 3's module is not served to build one)
     test = os.environ.get("PYTEST_CURRENT_TEST", "?")
+    targets = (_option(cmd, "--argo-version", versions.DEFAULT_ARGO_VERSION),
+               versions.jobset_version(_option(cmd, "--jobset-version", versions.DEFAULT_JOBSET_VERSION)))
     if "--output-file" in cmd:
         out = cwd / cmd[cmd.index("--output-file") + 1]
         if out.is_file():
-            RECORDER.record(out.read_text(), test)
+            RECORDER.record(out.read_text(), test, *targets)
     else:
-        RECORDER.record(stdout, test)
+        RECORDER.record(stdout, test, *targets)
+
+
+def _option(cmd: list[str], name: str, default: str) -> str:
+    return cmd[cmd.index(name) + 1] if name in cmd else default
 
 
 def write_flow(tmp_path: Path, source: str, name: str = "flow.py") -> Path:

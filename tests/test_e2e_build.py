@@ -28,7 +28,8 @@ def test_list_names_every_part_once_with_its_version():
     rows = dict(line.split("\t") for line in out.splitlines())
     assert rows["kube-apiserver"] == rows["kubelet"] == "v1.34.4"
     assert rows["argo"] == rows["argoexec"] == "v4.0.5"
-    assert rows["jobset-validate"] == "(local)"  # e2e/tools/jobset-validate
+    assert rows["jobset"] == rows["jobset-validate"] == "v0.12.0"  # the default target's release
+    assert rows["sensor-validate"] == "(local)"  # e2e/tools/sensor-validate
     assert len(out.splitlines()) == len(rows)
 
 
@@ -69,3 +70,32 @@ def test_a_local_program_is_keyed_by_its_files_not_by_the_checkout_path(build, m
     assert build.binary_path(a, "go1.26.8") == build.binary_path(b, "go1.26.8")
     (tmp_path / "b" / "main.go").write_text("package main\n\nfunc main() { println() }\n")
     assert build.binary_path(a, "go1.26.8") != build.binary_path(b, "go1.26.8")
+
+
+def test_a_part_at_another_version_is_its_own_recipe(build):
+    argo3 = build.recipe("argo@v3.7.18")
+    assert (argo3.module, argo3.version, argo3.package) == ("github.com/argoproj/argo-workflows/v3", "v3.7.18", "./cmd/argo")
+    assert argo3.ldflags == ("-X", "github.com/argoproj/argo-workflows/v3.version=v3.7.18")
+    assert build.recipe("argo").module == "github.com/argoproj/argo-workflows/v4"
+    old, new = build.recipe("jobset-validate@v0.10.1"), build.recipe("jobset-validate")
+    assert old.requires == (("sigs.k8s.io/jobset", "v0.10.1"),) and old.tags == ()
+    assert new.requires == (("sigs.k8s.io/jobset", "v0.12.0"),) and new.tags == ("jobset_setup",)
+    assert build.binary_path(old, "go1.26.8") != build.binary_path(new, "go1.26.8")
+
+
+@pytest.mark.parametrize("name", ["kubelet@v1.35.0", "argo@3.7.18", "argo@v3.7"])
+def test_a_version_on_a_part_that_takes_none_or_a_malformed_one_is_refused(name, tmp_path):
+    proc = subprocess.run([sys.executable, str(BUILD), name], capture_output=True, text=True,
+                          env={"MFARGO_E2E_CACHE": str(tmp_path), "PATH": "/usr/local/go/bin:/usr/bin:/bin"})
+    assert proc.returncode == 1 and proc.stdout == "" and proc.stderr.count("\n") == 1
+    assert "take @vX.Y.Z" in proc.stderr
+
+
+def test_a_program_built_against_an_older_release_takes_that_releases_requirements(build):
+    ours = "module x\n\ngo 1.26.0\n\nrequire (\n\tk8s.io/api v0.35.1\n\tk8s.io/apiextensions-apiserver v0.35.1\n" \
+           "\tsigs.k8s.io/controller-runtime v0.24.0\n\tsigs.k8s.io/yaml v1.6.0\n\tgithub.com/only/ours v1.0.0\n)\n"
+    upstream = "module sigs.k8s.io/jobset\n\nrequire (\n\tk8s.io/api v0.34.1\n\tsigs.k8s.io/controller-runtime v0.22.1\n" \
+               "\tsigs.k8s.io/yaml v1.4.0\n)\n\nrequire k8s.io/apiextensions-apiserver v0.33.0 // indirect\n"
+    assert build._aligned(ours, upstream) == {
+        "k8s.io/api": "v0.34.1", "k8s.io/apiextensions-apiserver": "v0.34.1",  # staging modules move together
+        "sigs.k8s.io/controller-runtime": "v0.22.1", "sigs.k8s.io/yaml": "v1.4.0"}

@@ -1,7 +1,7 @@
-"""The examples pass Argo's and JobSet's own validation code (real `argo lint --offline`; the
-JobSet webhook's Default + ValidateCreate behind the API server's CRD checks), the tools
-refuse what the engines refuse, and mfargo's encoding of the webhook's rules
-(mfargo.validation.jobset) agrees with the webhook of the release the cluster serves.
+"""The examples pass Argo's and JobSet's own validation code (real `argo lint --offline` of each
+Argo release mfargo targets; the webhooks of each JobSet release, behind the API server's CRD
+checks), the tools refuse what the engines refuse, and mfargo's encoding of the webhook's rules
+(mfargo.validation.jobset) agrees with the webhook of every JobSet release built.
 
 Every other bundle the suite compiles goes through the same checks at the end of the
 session (conftest.engine_checks)."""
@@ -15,27 +15,48 @@ import pytest
 import yaml
 
 import engine_tools
-from flowtools import EXAMPLES
+from flowtools import EXAMPLES, compile_file, example_args
 from mfargo.validation import validate_documents
+from mfargo.versions import ARGO_VERSIONS, DEFAULT_ARGO_VERSION
 from test_jobset_webhook_rules import jobset
 
-SERVED_JOBSET = "0.10"  # the release e2e/build.py builds (jobset-validate's go.mod pins v0.10.1)
 EXAMPLE_BUNDLES = sorted(EXAMPLES.glob("*.yaml"))
 
 
-def test_argo_lint_passes_every_example():
-    lint = engine_tools.argo_lint(EXAMPLE_BUNDLES)
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-    assert len(EXAMPLE_BUNDLES) == 9
+def _minor(release: str) -> str:
+    return ".".join(release.lstrip("v").split(".")[:2])
 
 
-def test_argo_lint_refuses_what_argo_refuses(tmp_path):
+@pytest.mark.parametrize("target", ARGO_VERSIONS)
+def test_argo_lint_of_the_targeted_release_passes_every_example(target, tmp_path):
+    bundles = EXAMPLE_BUNDLES
+    if target != DEFAULT_ARGO_VERSION:  # the checked-in examples are compiled for the default
+        bundles = []
+        for flow in sorted(EXAMPLES.glob("*.py")):
+            out = tmp_path / (flow.stem + ".yaml")
+            compile_file(flow, *example_args(flow), "--argo-version", target, "--output-file", str(out))
+            bundles.append(out)
+    assert len(bundles) == 9
+    release = engine_tools.argo_release(target)
+    lint = engine_tools.argo_lint(bundles, release)
+    assert lint.returncode == 0, (release, lint.stdout + lint.stderr)
+
+
+def test_each_argo_target_is_linted_by_a_release_of_its_major_version():
+    assert {target: engine_tools.argo_release(target) for target in ARGO_VERSIONS} == {"3.7": "v3.7.18", "4.1": "v4.0.5"}
+    assert engine_tools.jobset_releases("0.12") == ["v0.12.0"]
+    assert engine_tools.jobset_releases("0.10") == ["v0.12.0", "v0.11.1", "v0.10.1"]
+    assert engine_tools.jobset_releases("0.8") == ["v0.12.0", "v0.11.1", "v0.10.1"]
+
+
+@pytest.mark.parametrize("release", engine_tools.ARGO_RELEASES)
+def test_argo_lint_refuses_what_argo_refuses(release, tmp_path):
     wft = yaml.safe_load_all((EXAMPLES / "hello.yaml").read_text()).__next__()
     broken = copy.deepcopy(wft)
     broken["spec"]["templates"][0]["dag"]["tasks"][0]["template"] = "no-such-template"
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(broken))
-    lint = engine_tools.argo_lint([path])
+    lint = engine_tools.argo_lint([path], release)
     assert lint.returncode != 0
     assert "no-such-template" in lint.stdout + lint.stderr
 
@@ -50,22 +71,25 @@ def _write_manifests(tmp_path, bundles) -> list:
     return paths
 
 
-def test_the_jobset_webhook_admits_every_examples_gang(tmp_path):
+@pytest.mark.parametrize("release", engine_tools.JOBSET_RELEASES)
+def test_the_jobset_webhook_of_each_release_admits_every_examples_gang(release, tmp_path):
     paths = _write_manifests(tmp_path, EXAMPLE_BUNDLES)
     assert paths, "no example has a gang"
-    admit = engine_tools.jobset_admit(paths)
+    admit = engine_tools.jobset_admit(paths, release)
     assert admit.returncode == 0, admit.stdout + admit.stderr
 
 
-def test_the_jobset_webhook_refuses_the_rule_names_a_real_cluster_refused(tmp_path):
+@pytest.mark.parametrize("release", engine_tools.JOBSET_RELEASES)
+def test_the_jobset_webhook_refuses_the_rule_names_a_real_cluster_refused(release, tmp_path):
     [path] = _write_manifests(tmp_path, [EXAMPLES / "distributed_training.yaml"])
     manifest = yaml.safe_load(path.read_text())
     manifest["spec"]["failurePolicy"]["rules"][0]["name"] = "fail-on-user-code"
     path.write_text(yaml.safe_dump(manifest))
-    admit = engine_tools.jobset_admit([path])
+    admit = engine_tools.jobset_admit([path], release)
     assert admit.returncode == 1
-    assert 'admission webhook "vjobset.kb.io" denied the request: invalid failure policy rule name ' \
-           "'fail-on-user-code'" in admit.stdout
+    [line] = admit.stdout.splitlines()
+    assert line.startswith('%s: admission webhook "vjobset.kb.io" denied the request: ' % path), line
+    assert "invalid failure policy rule name 'fail-on-user-code'" in line
 
 
 def test_the_session_check_names_the_bundle_and_the_test_that_compiled_it():
@@ -76,7 +100,7 @@ def test_the_session_check_names_the_bundle_and_the_test_that_compiled_it():
     recorder.record("not a bundle", "test_other")
     assert len(recorder.made_by) == 2
     [problem] = recorder.problems()
-    assert problem.startswith("the JobSet webhook refused ") and "(compiled by test_bad)" in problem
+    assert problem.startswith("the JobSet v0.12.0 webhook refused ") and "(compiled by test_bad)" in problem
     assert "invalid failure policy rule name 'fail-on-user-code'" in problem
     assert recorder.dir.is_dir()  # kept for the one refused; removed here
     shutil.rmtree(recorder.dir)
@@ -88,7 +112,7 @@ def test_the_api_servers_crd_checks_run_before_the_webhook(tmp_path):
     path = tmp_path / "typo.yaml"
     path.write_text(yaml.safe_dump(js))
     admit = engine_tools.jobset_admit([path])
-    assert admit.returncode == 1 and "backofLimit" in admit.stdout
+    assert admit.returncode == 1 and 'unknown field(s) "spec.replicatedJobs[0].template.spec.backofLimit"' in admit.stdout
 
 
 def _long_name():
@@ -133,15 +157,15 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("release", engine_tools.JOBSET_RELEASES)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_mfargo_refuses_exactly_what_the_served_webhook_refuses(case, tmp_path):
+def test_mfargo_refuses_exactly_what_each_releases_webhook_refuses(case, release, tmp_path):
     js = CASES[case]()
     path = tmp_path / "js.yaml"
     path.write_text(yaml.safe_dump(js))
-    webhook_refuses = engine_tools.jobset_admit([path]).returncode != 0
-    mfargo_refuses = bool(validate_documents([js], jobset_version=SERVED_JOBSET))
-    assert mfargo_refuses == webhook_refuses, (case, validate_documents([js], jobset_version=SERVED_JOBSET),
-                                               engine_tools.jobset_admit([path]).stdout)
+    admit = engine_tools.jobset_admit([path], release)
+    mfargo = validate_documents([js], jobset_version=_minor(release))
+    assert bool(mfargo) == (admit.returncode != 0), (case, release, mfargo, admit.stdout)
 
 
 def test_argo_events_accepts_the_examples_sensor():
@@ -165,3 +189,20 @@ def test_sensor_validate_refuses_what_argo_events_refuses(tmp_path):
                                                                      sensor["metadata"]["name"]),
         "%s: Sensor (document 0): error unmarshaling JSON: while decoding JSON: json: unknown field "
         "\"sourceTypo\"" % (tmp_path / "unknown.yaml")], checked.stdout
+
+
+def test_the_session_check_lints_each_bundle_with_the_argo_release_it_targets(tmp_path):
+    """Argo 4 dropped the CronWorkflow's single `schedule` that mfargo writes for Argo 3.7: the
+    same bundle passes the 3.7 lint it was compiled for and is refused by the 4.x one."""
+    out = tmp_path / "scheduled.yaml"
+    flow = EXAMPLES / "scheduled.py"
+    compile_file(flow, *example_args(flow), "--argo-version", "3.7", "--output-file", str(out))
+    bundle = out.read_text()
+    right, wrong = engine_tools.Recorder(), engine_tools.Recorder()
+    right.record(bundle, "test_37", "3.7")
+    wrong.record(bundle, "test_41", "4.1")
+    assert right.problems() == []
+    [problem] = wrong.problems()
+    assert problem.startswith("argo lint v4.0.5 refused ") and "(compiled by test_41)" in problem
+    assert 'unknown field "spec.schedule"' in problem
+    shutil.rmtree(wrong.dir)

@@ -1,8 +1,12 @@
 // jobset-validate admits JobSet manifests as a cluster running this JobSet release would,
 // without a cluster: what the API server does to a custom resource on create (prune unknown
 // fields, which strict field validation refuses; apply the CRD's defaults; check ObjectMeta,
-// the schema, list types and x-kubernetes-validations rules), with the JobSet webhook's
-// defaulting and create validation in between, called through the jobset module's own code.
+// the schema, list types and x-kubernetes-validations rules), with the JobSet webhooks'
+// defaulting and create validation in between. The webhooks are the jobset module's own,
+// registered on a controller-runtime manager's webhook server as the JobSet controller
+// registers them (register_*.go: the call differs between releases) and called with the
+// AdmissionReview the API server would send; the manager is never started and no API server
+// is reached.
 //
 // Usage: jobset-validate [-crd FILE] MANIFEST...   (each a YAML file of one or more JobSets)
 //
@@ -15,15 +19,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
 
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -35,13 +45,18 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	"sigs.k8s.io/jobset/pkg/webhooks"
 	"sigs.k8s.io/yaml"
 )
 
@@ -50,13 +65,17 @@ const (
 	crdInModule  = "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
 	// The namespace the API server takes from the request when the manifest names none.
 	requestNamespace = "default"
+	// Where controller-runtime serves a type's webhooks: /mutate-<group>-<version>-<kind>.
+	mutatePath   = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
+	validatePath = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
 )
 
-// admission holds what the API server derives from the CRD once.
+// admission holds what the API server derives from the CRD once, and the webhooks.
 type admission struct {
 	structural *structuralschema.Structural
 	schema     apiextensionsvalidation.SchemaValidator
 	cel        *cel.Validator
+	webhooks   *http.ServeMux
 }
 
 func main() {
@@ -157,7 +176,11 @@ func load(path string) (*admission, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &admission{structural, validator, cel.NewValidator(structural, true, celconfig.PerCallLimit)}, nil
+		hooks, err := webhookMux()
+		if err != nil {
+			return nil, fmt.Errorf("registering the JobSet webhooks: %v", err)
+		}
+		return &admission{structural, validator, cel.NewValidator(structural, true, celconfig.PerCallLimit), hooks}, nil
 	}
 	return nil, fmt.Errorf("no %s schema", jobset.GroupVersion)
 }
@@ -215,22 +238,11 @@ func (a *admission) create(obj map[string]interface{}) error {
 	}
 	defaulting.Default(u.Object, a.structural)
 
-	// The mutating webhook (mjobset.kb.io) sees the defaulted object; its changes are kept.
-	var js jobset.JobSet
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &js, true); err != nil {
-		return err
-	}
-	hook, err := webhooks.NewJobSetWebhook(nil)
-	if err != nil {
-		return err
-	}
+	// The mutating webhook (mjobset.kb.io) sees the defaulted object; its patch is applied.
 	ctx := context.Background()
-	if err := hook.Default(ctx, &js); err != nil {
-		return fmt.Errorf("admission webhook \"mjobset.kb.io\" failed: %v", err)
-	}
-	mutated, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&js)
+	mutated, err := a.admit(mutatePath, u)
 	if err != nil {
-		return err
+		return fmt.Errorf("admission webhook \"mjobset.kb.io\" %v", err)
 	}
 	u.Object = mutated
 
@@ -244,12 +256,92 @@ func (a *admission) create(obj map[string]interface{}) error {
 		errs = append(errs, celErrs...)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("JobSet.jobset.x-k8s.io %q is invalid: %v", js.Name, errs.ToAggregate())
+		return fmt.Errorf("JobSet.jobset.x-k8s.io %q is invalid: %v", u.GetName(), errs.ToAggregate())
 	}
-	if _, err := hook.ValidateCreate(ctx, &js); err != nil {
-		return fmt.Errorf("admission webhook \"vjobset.kb.io\" denied the request: %v", err)
+	if _, err := a.admit(validatePath, u); err != nil {
+		return fmt.Errorf("admission webhook \"vjobset.kb.io\" %v", err)
 	}
 	return nil
+}
+
+// webhookMux registers the JobSet webhooks on a manager that is never started.
+func webhookMux() (*http.ServeMux, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := jobset.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	// The webhooks' client is only asked for existing PVCs (volumeClaimPolicies): with no API
+	// server it finds none, which is what a create in an empty namespace sees.
+	mgr, err := ctrl.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          webhook.NewServer(webhook.Options{}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := registerJobSetWebhooks(mgr); err != nil {
+		return nil, err
+	}
+	return mgr.GetWebhookServer().WebhookMux(), nil
+}
+
+// admit sends the object to one webhook as the API server would (AdmissionReview v1, CREATE)
+// and returns the object with the webhook's patch applied, or the webhook's refusal.
+func (a *admission) admit(path string, u *unstructured.Unstructured) (map[string]interface{}, error) {
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "jobset-validate",
+			Kind:      metav1.GroupVersionKind{Group: jobset.GroupVersion.Group, Version: jobset.GroupVersion.Version, Kind: "JobSet"},
+			Resource:  metav1.GroupVersionResource{Group: jobset.GroupVersion.Group, Version: jobset.GroupVersion.Version, Resource: "jobsets"},
+			Name:      u.GetName(),
+			Namespace: u.GetNamespace(),
+			Operation: admissionv1.Create,
+			Object:    runtime.RawExtension{Raw: raw},
+		},
+	}
+	body, err := json.Marshal(review)
+	if err != nil {
+		return nil, err
+	}
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	a.webhooks.ServeHTTP(rec, req)
+	var answer admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil || answer.Response == nil {
+		return nil, fmt.Errorf("failed: HTTP %d from %s: %s", rec.Code, path, strings.TrimSpace(rec.Body.String()))
+	}
+	resp := answer.Response
+	if !resp.Allowed {
+		msg := "denied"
+		if resp.Result != nil {
+			msg = resp.Result.Message
+		}
+		return nil, fmt.Errorf("denied the request: %s", msg)
+	}
+	if len(resp.Patch) == 0 {
+		return u.Object, nil
+	}
+	patch, err := jsonpatch.DecodePatch(resp.Patch)
+	if err != nil {
+		return nil, err
+	}
+	patched, err := patch.Apply(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]interface{}{}
+	return out, json.Unmarshal(patched, &out)
 }
 
 func quoted(paths []string) []string {
