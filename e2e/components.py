@@ -17,19 +17,24 @@ import time
 import urllib.request
 from pathlib import Path
 
+import build
 import certs
 import layout
 from proc import PartFailed, run, say, start, wait_ready
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
-            "kubectl", "crictl", "coredns", "workflow-controller", "argoexec", "jobset")
-ARGO_MODULE = ("github.com/argoproj/argo-workflows/v4", "v4.0.5")
+            "kubectl", "crictl", "coredns", f"jobset@{layout.JOBSET}")
+ARGO_BINARIES = ("workflow-controller", "argoexec")
 EVENTS_MODULE = ("github.com/argoproj/argo-events", "v1.9.6")
-JOBSET_MODULE = ("sigs.k8s.io/jobset", "v0.10.1")
+JOBSET_MODULE = ("sigs.k8s.io/jobset", layout.JOBSET)
+
+
+def argo_module(release: str) -> tuple[str, str]:
+    return build.argo_module(release), release
 
 
 def binaries(names=BINARIES) -> dict[str, Path]:
-    """Paths of the Go binaries, built (once per version) by e2e/build.py."""
+    """Paths of the Go binaries, built (once per version) by e2e/build.py, by name without @version."""
     log = layout.log("binaries")
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
@@ -38,7 +43,11 @@ def binaries(names=BINARIES) -> dict[str, Path]:
     paths = p.stdout.decode().split()
     if p.returncode != 0 or len(paths) != len(names):
         raise PartFailed("binaries", f"e2e/build.py exited with {p.returncode}", log)
-    return {n: Path(x) for n, x in zip(names, paths)}
+    return {n.partition("@")[0]: Path(x) for n, x in zip(names, paths)}
+
+
+def argo_binaries(release: str) -> dict[str, Path]:
+    return binaries(tuple(f"{name}@{release}" for name in ARGO_BINARIES))
 
 
 def module_dir(module: str, version: str) -> Path:
@@ -120,13 +129,20 @@ def scheduler(bins) -> None:
                              "--leader-elect=false", "--profiling=false"])
 
 
-def cluster_objects(bins, argo_crds: Path, events_crds: Path, jobset_crds: Path) -> None:
-    """CRDs, namespaces, the executor's RBAC, Argo's config map: what the controllers expect."""
-    files = [*sorted(argo_crds.glob("argoproj.io_*.yaml")),
-             *sorted(p for p in events_crds.glob("argoproj.io_*.yaml")),
-             *sorted(jobset_crds.glob("*.yaml"))]
+def argo_crds(argo_src: Path) -> list[Path]:
+    """Argo's minimal CRDs, as Argo's own install manifests use them."""
+    return sorted((argo_src / "manifests" / "base" / "crds" / "minimal").glob("argoproj.io_*.yaml"))
+
+
+def apply_crds(bins, files: list[Path]) -> None:
     args = [a for f in files for a in ("-f", str(f))]
     kubectl(bins, "apply", "--server-side", "--force-conflicts", *args, timeout=300)
+
+
+def cluster_objects(bins, argo_src: Path, events_crds: Path, jobset_crds: Path) -> None:
+    """CRDs, namespaces, the executor's RBAC, Argo's config map: what the controllers expect."""
+    apply_crds(bins, [*argo_crds(argo_src), *sorted(p for p in events_crds.glob("argoproj.io_*.yaml")),
+                      *sorted(jobset_crds.glob("*.yaml"))])
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": layout.ARGO_NAMESPACE}},
         {"apiVersion": "v1", "kind": "ConfigMap",
@@ -350,6 +366,8 @@ def workflow_controller(bins, executor_image: str) -> None:
         # dependents starting; 1 s is what Argo's own e2e tests run with (its Makefile, tasks.yaml).
         env={"LEADER_ELECTION_DISABLE": "true", "DEFAULT_REQUEUE_TIME": "1s", "PATH": "/usr/bin:/bin",
              "HOME": str(layout.state("argo"))})
+    health = f"http://{layout.CTRL_IP}:6060/healthz"
+    wait_ready("workflow-controller", lambda: _http_ok(health), 60, "GET " + health)
 
 
 # --- what the flows store to ----------------------------------------------------------------

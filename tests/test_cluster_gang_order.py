@@ -27,11 +27,11 @@ import secrets
 import time
 
 import pytest
-from clustertools import cluster_env, failed_nodes, kubectl, wait_workflow  # noqa: F401
+from clustertools import ON_EVERY_ARGO, failed_nodes, kubectl, wait_workflow
 from test_cluster_e2e import read_run
 from test_cluster_gangs import deployed, write_flow
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, ON_EVERY_ARGO]
 
 # The control's JobSet host name as mfargo writes it (compiler/naming.control_host), rebuilt
 # in the pod from the env every gang pod has: the flow cannot see it once the fix pins the IP.

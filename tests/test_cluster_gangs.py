@@ -16,10 +16,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from clustertools import cluster_env, failed_nodes, flow_cmd, kubectl, trigger, wait_workflow  # noqa: F401
+from clustertools import ON_EVERY_ARGO, failed_nodes, flow_cmd, kubectl, trigger, wait_workflow
 from test_cluster_e2e import read_run
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, ON_EVERY_ARGO]
 
 SMALL = "@kubernetes(cpu=0.25, memory=300, port=29500)"
 

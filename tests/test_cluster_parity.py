@@ -14,7 +14,7 @@ import time
 
 import pytest
 import yaml
-from clustertools import cluster_env, kubectl  # noqa: F401
+from clustertools import kubectl
 
 from mfargo.runner.testing import run_yaml
 
