@@ -1,8 +1,8 @@
 """The cluster's certificates and kubeconfigs, made with openssl for each cold `up`.
 
 One CA signs everything: the API server's serving certificate, a client certificate per
-component (its identity is the CN, its groups the O; RBAC is on), the kubelet's and the JobSet
-webhook's serving certificates. A separate key pair signs service-account tokens.
+component (its identity is the CN, its groups the O; RBAC is on), the kubelet's, the JobSet
+webhook's and the private registry's serving certificates. A separate key pair signs service-account tokens.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _sign(name: str, subject: str, ext: str) -> None:
                          "-extfile", pki(f"{name}.ext"), "-out", pki(f"{name}.crt")])
 
 
-def _serving(name: str, cn: str, sans: list[str]) -> None:
+def serving(name: str, cn: str, sans: list[str]) -> None:
     alt = ",".join(("IP:" if s[0].isdigit() else "DNS:") + s for s in sans)
     _sign(name, f"/CN={cn}", "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
           f"extendedKeyUsage=serverAuth\nsubjectAltName={alt}\n")
@@ -59,11 +59,11 @@ def make_all() -> None:
                          "-days", "30", "-sha256", "-out", pki("ca.crt")])
     _key(pki("sa.key"))
     run("certificates", ["openssl", "pkey", "-in", pki("sa.key"), "-pubout", "-out", pki("sa.pub")])
-    _serving("apiserver", "kube-apiserver", [
+    serving("apiserver", "kube-apiserver", [
         layout.NODE_IP, "127.0.0.1", layout.KUBERNETES_SERVICE_IP, "localhost", "kubernetes",
         "kubernetes.default", "kubernetes.default.svc", f"kubernetes.default.svc.{layout.CLUSTER_DOMAIN}"])
-    _serving("kubelet-serving", layout.NODE_NAME, [layout.NODE_IP, layout.NODE_NAME])
-    _serving("jobset-webhook", "jobset-webhook", ["127.0.0.1"])
+    serving("kubelet-serving", layout.NODE_NAME, [layout.NODE_IP, layout.NODE_NAME])
+    serving("jobset-webhook", "jobset-webhook", ["127.0.0.1"])
     for name, (cn, org) in CLIENTS.items():
         subject = f"/CN={cn}" + (f"/O={org}" if org else "")
         _sign(name, subject, "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"

@@ -20,6 +20,7 @@ from pathlib import Path
 import build
 import certs
 import layout
+import registry
 from proc import PartFailed, run, say, start, wait_ready
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
@@ -163,6 +164,11 @@ def cluster_objects(bins, argo_src: Path, events_crds: Path, jobset_crds: Path) 
     kubectl(bins, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
 
+def pull_secret(bins) -> None:
+    """The Secret pods name in imagePullSecrets to pull the private image (e2e/registry.py)."""
+    kubectl(bins, "apply", "-f", "-", input=json.dumps(registry.pull_secret()).encode(), part="registry")
+
+
 def s3_secret(bins, s3_env: dict) -> None:
     """The pods' S3 credentials, in the Secret that METAFLOW_KUBERNETES_SECRETS names."""
     data = {k: s3_env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
@@ -205,7 +211,7 @@ state = "{layout.state('containerd', 'run')}"
 [{cri}.cni]
   bin_dir = "/usr/lib/cni"
   conf_dir = "{cni_dir}"
-"""
+""" + registry.containerd_tls()
     out = layout.state("containerd", "config.toml")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)

@@ -52,9 +52,11 @@ ETCD_CLIENT = "http://127.0.0.1:23790"
 ETCD_PEER = "http://127.0.0.1:23800"
 JOBSET_WEBHOOK_PORT = 23443  # on 127.0.0.1: only the API server calls it
 METADATA_PORT = 23880  # on NODE_IP: the host and the pods use the same URL
+REGISTRY_PORT = 23500  # on NODE_IP: the node's containerd pulls from it
 NAMESPACE = "default"  # where flows run
 ARGO_NAMESPACE = "argo"
 S3_SECRET = "mfargo-e2e-s3"
+PULL_SECRET = "mfargo-e2e-registry"  # imagePullSecrets for the private image (e2e/registry.py)
 BUCKET = "mfargo-e2e"
 
 IMAGE_REPO = "mfargo-e2e"  # containerd names them docker.io/mfargo-e2e/<name>:<tag>

@@ -1,4 +1,5 @@
-"""The Debian packages the node needs: containerd, runc, the CNI plugins, debootstrap (idempotent)."""
+"""The Debian packages the node needs: containerd, runc, the CNI plugins, debootstrap, the
+private registry and its htpasswd (idempotent)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import subprocess
 
 from proc import run, say
 
-PACKAGES = ("containerd", "runc", "containernetworking-plugins", "debootstrap", "iptables", "openssl")
+PACKAGES = ("containerd", "runc", "containernetworking-plugins", "debootstrap", "iptables", "openssl",
+            "docker-registry", "apache2-utils")
 
 
 def _missing() -> list[str]:

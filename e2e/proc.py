@@ -33,12 +33,14 @@ def say(msg: str) -> None:
 
 
 def run(part: str, argv: list[str], *, input: bytes | None = None, env: dict | None = None,
-        timeout: float = 600, cwd: Path | None = None) -> str:
-    """Run argv to completion, appending its output to the part's log; stdout text on success."""
+        timeout: float = 600, cwd: Path | None = None, hide: str = "") -> str:
+    """Run argv to completion, appending its output to the part's log; stdout text on success.
+    `hide`: a secret in argv, written to the log as ***."""
     log = layout.log(part)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
-        f.write(("$ " + " ".join(map(str, argv)) + "\n").encode())
+        shown = " ".join(map(str, argv))
+        f.write(("$ " + (shown.replace(hide, "***") if hide else shown) + "\n").encode())
         f.flush()
         try:
             p = subprocess.run([str(a) for a in argv], input=input, stdout=subprocess.PIPE, stderr=f,
