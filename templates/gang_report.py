@@ -32,9 +32,16 @@ A ``depends`` task has no such gap, on 3.7 and 4.x alike (workflow/controller/da
 A nested DAG { JobSet task, report task } as the gang's template would also escape #16057,
 but the gang task's phase would then be the report's (it must fail for the gang to fail)
 and every input would be forwarded once more.
+
+The report is a pod of its step (service account, placement, Secrets), except its image: it
+runs the flow's start image with the start step's pull secrets and policy, so a gang whose
+own image cannot be pulled is still reported (and a small pod does not pull a large GPU
+image). Every image of a flow holds the flow's code, Metaflow and mfargo, which is all it runs.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from . import argo_models as m
 
@@ -66,18 +73,26 @@ def jobset_names(step: ir.Step) -> list[str]:
     return [naming.jobset_name(gang.ENTROPY, str(n)) for n in range(step.retry.total, -1, -1)]
 
 
+def report_compute(step: ir.Step, wf: ir.Workflow) -> ir.Compute:
+    """The gang step's pod with the start step's image, pull secrets and pull policy."""
+    start = wf.steps[wf.start].compute
+    return dataclasses.replace(step.compute, image=start.image, image_pull_secrets=start.image_pull_secrets,
+                               image_pull_policy=start.image_pull_policy)
+
+
 def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
     report = (sh.Raw("exec python -m"), sh.Lit(gang_report.__name__), sh.Lit(wf.flow_name), sh.Lit(expr.RUN_ID),
               sh.Lit(step.name), sh.Lit(naming.control_task_id(gang.ENTROPY)), sh.Lit(pod_contract.TERMINATION_LOG),
               *(sh.Lit(name) for name in jobset_names(step)))
-    pod, container = common.derived_pod(step.compute, common.GANG_REPORT_DEADLINE_SECONDS, with_secrets=True)
+    compute = report_compute(step, wf)
+    pod, container = common.derived_pod(compute, common.GANG_REPORT_DEADLINE_SECONDS, with_secrets=True)
     return m.Template(
         name=naming.gang_report_template_name(step.name),
         inputs=m.Inputs(parameters=[m.Parameter(name=n) for n, _ in gang.report_arguments(step.gang)]),
         **pod,
         container=m.Container(
             name="main",
-            image=step.compute.image,
+            image=compute.image,
             args=sh.step_args([report]),  # after templateDefaults' shared command (the code first)
             env=common.env_vars(step.environment) or None,
             resources=RESOURCES,

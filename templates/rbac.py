@@ -18,9 +18,11 @@ from mfargo.compiler.constants import Label
 
 RULES = (
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get"]},
-    # The failure report (templates/gang_report.py) reads the failed gang's Jobs and pods.
+    # The failure report (templates/gang_report.py) reads the failed gang's Jobs and pods, and
+    # the pods' Events when a rank never ran (why: a pull or scheduling failure).
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
     {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
 )
 

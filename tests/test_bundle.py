@@ -256,6 +256,7 @@ def test_gang_gets_exactly_the_jobset_rbac(tmp_path):
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},  # the failure report
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},  # why a rank never ran
         {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
     ]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
@@ -544,3 +545,17 @@ def test_every_pod_of_a_private_image_flow_can_pull_it_and_has_a_deadline(tmp_pa
         assert spec["template"]["spec"]["serviceAccountName"] == "runner"
     assert pods["0-failure-report-train"]["activeDeadlineSeconds"] == 600
     assert validation.validate_documents([wt]) == []
+
+
+def test_the_failure_report_runs_the_start_image_so_a_gang_image_that_cannot_be_pulled_is_reported(tmp_path):
+    """Only the gang step has the private image: its report pulls the start step's image (with
+    the start step's pull settings) and keeps the rest of its step's pod."""
+    body = GANG.replace("    @parallel\n", "    %s\n    @parallel\n" % PRIVATE)
+    flow = write_flow(tmp_path, flow_source("", body))
+    wt = next(yaml.safe_load_all(compile_file(flow).stdout))
+    pods = pod_templates(wt)
+    start, report = pods["start"], pods["0-failure-report-train"]
+    assert report["container"]["image"] == start["container"]["image"] != "registry.example/team/flow:1"
+    assert "podSpecPatch" not in report and "podSpecPatch" not in start  # no pull secret for the start image
+    assert report["serviceAccountName"] == "runner" and report["nodeSelector"] == {"pool": "private"}
+    assert [e["secretRef"]["name"] for e in report["container"]["envFrom"]] == ["team-creds"]

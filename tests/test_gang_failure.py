@@ -74,6 +74,65 @@ def test_a_pod_already_gone_still_names_the_job_and_its_reason():
     assert "(job js-abc-worker-0;" in failure.message("s")
 
 
+def event(pod_name, reason, message, at="2026-12-03T10:00:00Z", kind="Warning"):
+    return {"metadata": {"name": pod_name + ".1"}, "type": kind, "reason": reason, "message": message,
+            "lastTimestamp": at, "involvedObject": {"kind": "Pod", "name": pod_name}}
+
+
+PULL = 'Failed to pull image "reg.example/img:1": failed to authorize: 401 Unauthorized'
+EVENTS = [
+    event("js-abc-control-0-0-xyz", "Pulling", 'Pulling image "reg.example/img:1"', kind="Normal"),
+    event("js-abc-control-0-0-xyz", "BackOff", 'Back-off pulling image "reg.example/img:1"', at="2026-12-03T10:00:09Z"),
+    event("js-abc-control-0-0-xyz", "Failed", "Error: ErrImagePull", at="2026-12-03T10:00:01Z"),
+    event("js-abc-control-0-0-xyz", "Failed", PULL, at="2026-12-03T10:00:02Z"),
+    event("js-abc-worker-0-0-xyz", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu."),
+    event("other-control-0-0-xyz", "Failed", "not this gang's"),
+]
+
+
+def test_a_rank_that_never_ran_is_reported_with_why_its_pod_never_started():
+    """The Job's deadline stopped a pod that never ran: its Events say why (the newest pull
+    failure before a back-off, which only repeats it; the scheduler's for a pod no node holds)."""
+    jobs = [job("control", 0, "DeadlineExceeded"), job("worker", 0)]
+    bare = gang_failure.first_failure(jobset(), jobs, [])
+    assert gang_failure.never_ran(bare) and bare.said == ""
+    failure = gang_failure.first_failure(jobset(), jobs, [], EVENTS)
+    assert not gang_failure.never_ran(failure)
+    assert failure.message("train") == (
+        "gang step train: rank 0 (control) failed first: DeadlineExceeded, no exit code: never started: Failed: "
+        + PULL + " (job js-abc-control-0; JobSet js-abc: ReachedMaxRestarts after 0 restarts)")
+    assert gang_failure.never_started("js-abc-worker-0", EVENTS) == \
+        "never started: FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu."
+    assert gang_failure.never_started("js-abc-worker-1", EVENTS) == ""
+
+
+def test_a_rank_that_ran_is_not_explained_by_events():
+    ran = gang_failure.first_failure(jobset(), [job("control", 0, "DeadlineExceeded")],
+                                     [pod("control", 0, exit_code=143, reason="Error")], EVENTS)
+    assert (ran.exit_code, ran.said) == (143, "") and not gang_failure.never_ran(ran)
+
+
+def test_the_report_reads_events_only_for_a_rank_that_never_ran():
+    from metaflow_extensions.mfargo.plugins import gang_report
+
+    class Api:
+        def __init__(self, jobs):
+            self.jobs, self.paths = jobs, []
+
+        def get(self, path, **query):
+            self.paths.append(path)
+            if path.endswith("/jobsets/" + JS):
+                return jobset()
+            return {"items": {"jobs": self.jobs, "pods": [], "events": EVENTS}[path.rsplit("/", 1)[1]]}
+
+    never = Api([job("control", 0, "DeadlineExceeded")])
+    _, failure, _ = gang_report.diagnose(never, "ns", [JS])
+    assert failure.said.startswith("never started: Failed: ") and never.paths[-1] == "/api/v1/namespaces/ns/events"
+    user_code = Api([job("control", 0, "PodFailurePolicy")])
+    gang_report.diagnose(user_code, "ns", [JS])
+    assert not any(path.endswith("/events") for path in user_code.paths)
+
+
 def test_first_failed_job_is_the_one_the_jobset_names_else_the_earliest():
     jobs = [job("worker", 0, "PodFailurePolicy", at="2026-12-03T10:00:05Z"),
             job("worker", 3, "PodFailurePolicy", at="2026-12-03T10:00:01Z")]

@@ -4,9 +4,12 @@ A failed JobSet only says *that* it failed (and, in its Failed condition, which 
 failed first). The reason lives one level down: the Job's Failed condition
 (``DeadlineExceeded``, ``BackoffLimitExceeded``, ``PodFailurePolicy``) and, below it, the
 pod's status (``reason: Evicted``/``DeadlineExceeded``, a ``DisruptionTarget`` condition)
-and its container's ``terminated`` state (exit code, ``OOMKilled``/``Error``).
-``first_failure`` combines them into one ``GangFailure``. Pure functions over the API
-objects as JSON, so the same code reads a real cluster and the local runner.
+and its container's ``terminated`` state (exit code, ``OOMKilled``/``Error``). A rank
+whose pod never ran (an image that cannot be pulled, a pod no node can hold) only shows its
+Job's ``DeadlineExceeded``: why it never started is in the warnings the scheduler and the
+kubelet recorded as Events of its pod (``never_started``). ``first_failure`` combines them
+into one ``GangFailure``. Pure functions over the API objects as JSON, so the same code reads
+a real cluster and the local runner.
 """
 
 import json
@@ -22,6 +25,9 @@ JOB_NAME = pod_contract.JOB_NAME_LABEL
 # The JobSet controller's Failed message ends with the first failed Job (messageWithFirstFailedJob).
 CONTROL_UNREACHABLE = "ControlUnreachable"  # a worker gang_control.py stopped: not the user's code
 SAID_CHARS = 1000  # of a container's termination message, in the report
+# Event reasons saying why a pod never ran, most telling first: the kubelet's pull failure
+# (its message holds the registry's answer) and the scheduler's; "BackOff" only repeats them.
+_NOT_STARTED = ("Failed", "FailedScheduling", "FailedMount", "FailedCreatePodSandBox", "BackOff")
 _FIRST_FAILED_JOB = re.compile(r"first failed job: ([a-z0-9.-]+)")
 
 
@@ -108,8 +114,31 @@ def _reason(job, pod):
     return _terminated(pod).get("reason") or job_reason
 
 
-def first_failure(jobset, jobs, pods):
-    """The GangFailure of a Failed JobSet, or None when no Job of it failed."""
+def never_started(job_name, events):
+    """Why the pods of a Job never ran, from their Warning events: "never started: <reason>:
+    <message>", or "" when no event says (a Job's pods are named <job>-<5 chars>)."""
+    mine = [e for e in events if e.get("type") == "Warning" and e.get("reason") in _NOT_STARTED
+            and (e.get("involvedObject") or {}).get("kind") == "Pod"
+            and str((e.get("involvedObject") or {}).get("name") or "").startswith(job_name + "-")]
+    if not mine:
+        return ""
+
+    def when(event):
+        return event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp") or ""
+    best = min(_NOT_STARTED.index(e["reason"]) for e in mine)
+    event = max((e for e in mine if _NOT_STARTED.index(e["reason"]) == best), key=when)  # the newest of those
+    return "never started: %s: %s" % (event["reason"], " ".join(str(event.get("message") or "").split()))
+
+
+def never_ran(failure):
+    """Whether the first failed rank's pod was stopped by its deadline before it ran: the
+    report then reads the pod's Events (never_started)."""
+    return failure.reason == "DeadlineExceeded" and failure.exit_code is None and not failure.said
+
+
+def first_failure(jobset, jobs, pods, events=()):
+    """The GangFailure of a Failed JobSet, or None when no Job of it failed. `events`: those
+    of the namespace's pods, read when the first failed rank never ran (never_ran)."""
     job = _first_failed_job(jobset, jobs)
     if job is None:
         return None
@@ -117,10 +146,13 @@ def first_failure(jobset, jobs, pods):
     status = jobset.get("status") or {}
     exit_code = _terminated(pod).get("exitCode") if pod else None
     rank = _rank(job)
+    said = " ".join(str(_terminated(pod).get("message") or "").split())[:SAID_CHARS] if pod else ""
+    if not said and exit_code is None:
+        said = never_started(job["metadata"]["name"], events)[:SAID_CHARS]
     return GangFailure(
         jobset=jobset["metadata"]["name"], rank=rank, role=pod_contract.rank_role(rank), job=job["metadata"]["name"],
         pod=pod["metadata"]["name"] if pod else "", reason=_reason(job, pod),
         exit_code=int(exit_code) if exit_code is not None else None,
-        said=" ".join(str(_terminated(pod).get("message") or "").split())[:SAID_CHARS] if pod else "",
+        said=said,
         jobset_reason=(_condition(jobset, "Failed") or {}).get("reason") or "Failed",
         restarts=int(status.get("restarts") or 0))

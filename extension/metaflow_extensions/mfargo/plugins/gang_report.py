@@ -2,8 +2,9 @@
 
 What a gang step's failure-report task runs once the step failed for good (the DAG task
 ``<step>-failure-report``, templates/gang_report.py). It reads the step's newest
-JobSet (the names are this step's attempts, newest first), its Jobs and their pods from
-the Kubernetes API with the pod's service account (the workflow's Role grants get/list),
+JobSet (the names are this step's attempts, newest first), its Jobs and their pods (and,
+when the first failed rank never ran, its pods' Events) from the Kubernetes API with the
+pod's service account (the workflow's Role grants get/list),
 works out which rank failed first and why (``gang_failure``), then:
 
 * records it as the ``gang-failure`` metadata of the control task's last attempt (the
@@ -33,6 +34,7 @@ TIMEOUT_SECONDS = 10
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/%s/jobsets/%s"
 JOBS = "/apis/batch/v1/namespaces/%s/jobs"
 PODS = "/api/v1/namespaces/%s/pods"
+EVENTS = "/api/v1/namespaces/%s/events"
 
 
 class KubeApi:
@@ -90,6 +92,9 @@ def diagnose(api, ns, jobset_names):
         jobs = (api.get(JOBS % ns, labelSelector=selector) or {}).get("items") or []
         pods = (api.get(PODS % ns, labelSelector=selector) or {}).get("items") or []
         failure = gang_failure.first_failure(jobset, jobs, pods)
+        if failure is not None and gang_failure.never_ran(failure):
+            events = (api.get(EVENTS % ns, fieldSelector="involvedObject.kind=Pod") or {}).get("items") or []
+            failure = gang_failure.first_failure(jobset, jobs, pods, events)
         return name, failure, "" if failure else "JobSet %s failed but none of its Jobs did" % name
     return None, None, "none of the JobSets %s exists (the step failed before creating one)" % ", ".join(jobset_names)
 

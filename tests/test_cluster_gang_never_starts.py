@@ -1,0 +1,65 @@
+"""Gangs whose pods never run end their step at its deadline, with a report naming the cause:
+one whose image cannot be pulled (the cluster's private registry, no pull secret) and one no
+node can hold (more CPU than the node has). Nothing fails a Pending pod, so the step's
+@timeout (each Job's activeDeadlineSeconds) is what ends them; the failure report then reads
+why the pod never started from its Events (plugins/gang_failure.never_started)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from clustertools import failed_nodes, wait_workflow
+from test_cluster_gangs import deployed, nodes_by_name, write_flow
+
+pytestmark = pytest.mark.cluster
+
+NEVER_STARTS = '''
+from metaflow import FlowSpec, kubernetes, parallel, step, timeout
+
+
+class %(name)s(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @kubernetes(%(pod)s)
+    @timeout(seconds=60)
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    %(name)s()
+'''
+
+
+def test_gangs_that_never_start_end_at_their_deadline_with_the_cause(cluster_env, tmp_path):
+    image = cluster_env["MFARGO_E2E_PRIVATE_IMAGE"]
+    unpullable = write_flow(tmp_path, "UnpullableGangFlow", NEVER_STARTS % {
+        "name": "UnpullableGangFlow", "pod": "cpu=0.25, memory=300, image=%r, image_pull_policy='Always'" % image})
+    unschedulable = write_flow(tmp_path, "UnschedulableGangFlow", NEVER_STARTS % {
+        "name": "UnschedulableGangFlow", "pod": "cpu=64, memory=300"})
+    with deployed(cluster_env, unpullable, unschedulable) as start:
+        runs = {"pull": start(unpullable), "schedule": start(unschedulable)}
+        wfs = {what: wait_workflow(cluster_env, run, timeout=420) for what, run in runs.items()}
+    causes = {"pull": r"never started: Failed: Failed to pull image \"%s\": .*401 Unauthorized" % re.escape(image),
+              "schedule": r"never started: FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu"}
+    for what, wf in wfs.items():
+        assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
+        nodes = nodes_by_name(wf)
+        assert [n["phase"] for n in nodes["train"]] == ["Failed"], nodes["train"]
+        [report] = nodes["train-Failure-report"]
+        assert re.search(r"gang step train: rank \d \(\w+\) failed first: DeadlineExceeded, no exit code: "
+                         + causes[what], report["message"]), (what, report["message"])
