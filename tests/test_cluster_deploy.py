@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import re
 import secrets
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import engine_tools
-from clustertools import ON_EVERY_ARGO, STATE, failed_nodes, flow_cmd, kubectl, wait_workflow
+from clustertools import ON_EVERY_ARGO, STATE, argo_target, failed_nodes, flow_cmd, kubectl, wait_workflow
 from flowtools import EXAMPLES
 from test_cluster_e2e import SMALL_GANG, read_run
 
@@ -118,19 +119,23 @@ def _switch(env, flow, name, runs):
 def controller_took_cron(env: dict, name: str) -> bool:
     """The workflow-controller's cron controller validated the CronWorkflow (Argo's
     ValidateCronWorkflow, against the deployed template) and scheduled it: it logs
-    `CronWorkflow added` only then, `invalid cron workflow` otherwise (workflow/cron/controller.go)."""
+    `CronWorkflow added` (3.7: `CronWorkflow <ns>/<name> added`) only then, `invalid cron workflow`
+    otherwise (workflow/cron/controller.go)."""
     ref = "cronWorkflow=%s/%s" % (env["METAFLOW_KUBERNETES_NAMESPACE"], name)
     lines = [ln for ln in (STATE / "logs" / "workflow-controller.log").read_text(errors="replace").splitlines()
              if ln.endswith(ref) or (ref + " ") in ln]
     assert not [ln for ln in lines if "invalid cron workflow" in ln], lines
-    return any('msg="CronWorkflow added"' in ln for ln in lines)
+    return any(re.search(r'msg="CronWorkflow (\S+ )?added"', ln) for ln in lines)  # 3.7 names it in the message
 
 
 def _scheduled(env, flow, name, runs):
     # The CRD is Argo's minimal one (spec not in its schema): the API server stores any spec,
     # so what shows the document is right is Argo's own controller taking it.
     cron = kube_json(env, "cronworkflow", name)
-    assert cron["spec"]["schedules"] == ["0 3 * * *"] and cron["spec"]["timezone"] == "Europe/Berlin", cron["spec"]
+    # Compiled for the cluster's Argo (clustertools.argo_target): 3.7 reads one `schedule`, 4.x a list.
+    schedule = {"schedule": "0 3 * * *"} if argo_target(env) else {"schedules": ["0 3 * * *"]}
+    assert {k: cron["spec"].get(k) for k in ("schedule", "schedules") if k in cron["spec"]} == schedule, cron["spec"]
+    assert cron["spec"]["timezone"] == "Europe/Berlin", cron["spec"]
     assert cron["spec"]["workflowSpec"]["workflowTemplateRef"] == {"name": name}, cron["spec"]
     until("the cron controller scheduled " + name, lambda: controller_took_cron(env, name), timeout=60)
     run_id = start(env, flow, name, runs, "--days", "3")

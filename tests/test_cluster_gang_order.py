@@ -27,9 +27,9 @@ import secrets
 import time
 
 import pytest
-from clustertools import ON_EVERY_ARGO, failed_nodes, kubectl, wait_workflow
+from clustertools import ON_EVERY_ARGO, STATE, failed_nodes, kubectl, wait_workflow
 from test_cluster_e2e import read_run
-from test_cluster_gangs import deployed, write_flow
+from test_cluster_gangs import deployed, jobsets, write_flow
 
 pytestmark = [pytest.mark.cluster, ON_EVERY_ARGO]
 
@@ -115,6 +115,12 @@ def gang_pods(env: dict, run_id: str) -> dict[str, dict]:
         if "jobset.sigs.k8s.io/replicatedjob-name" in labels:
             out["%s-%s" % (labels["jobset.sigs.k8s.io/replicatedjob-name"], labels["jobset.sigs.k8s.io/job-index"])] = pod
     return out
+
+
+def pod_log(pod: dict) -> str:
+    """What a pod's main container wrote so far (the kubelet's log files under the cluster's state)."""
+    uid = pod["metadata"]["uid"]
+    return "".join(p.read_text(errors="replace") for p in sorted(STATE.glob(f"kubelet/pod-logs/*_{uid}/main/*.log")))
 
 
 def wait_control_completed(env: dict, run_id: str, control: str, timeout: float = 300) -> dict:
@@ -228,3 +234,69 @@ def test_a_worker_pod_that_starts_after_the_control_completed_still_runs(cluster
     assert control_rank[0] == 0 and control_rank[1] == control_ip, got
     assert control_rank[2].endswith(".svc.cluster.local"), got
     assert worker_rank == [1, control_ip, control_ip], got  # Metaflow's contract: main_ip is the control's
+
+
+EVICTED = '''
+import os, time
+from metaflow import FlowSpec, current, jobset, parallel, resources, step
+
+
+class GangEvictedFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @resources(cpu=0.25, memory=300)
+    @jobset(max_restarts=1)
+    @parallel
+    @step
+    def train(self):
+        self.attempt = current.retry_count
+        self.generation = os.environ["JOBSET_RESTART_ATTEMPT"]
+        if self.generation == "0":
+            print("generation 0 runs rank %d" % current.parallel.node_index, flush=True)
+            time.sleep(300)  # still running when its worker is evicted
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.got = sorted([i.attempt, i.generation] for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangEvictedFlow()
+'''
+
+
+def test_a_worker_evicted_from_its_node_restarts_the_gang_and_the_run_succeeds(cluster_env, tmp_path):
+    """A worker pod evicted (the Eviction API, as a node drain does; Kubernetes marks it
+    DisruptionTarget) while its gang runs: the gang restarts inside its JobSet (infrastructure,
+    not the user's code), every rank's rerun is Metaflow's next attempt, and the join reads them."""
+    flow = write_flow(tmp_path, "GangEvictedFlow", EVICTED)
+    ns = cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
+    with deployed(cluster_env, flow) as start:
+        run_id = start(flow)
+        deadline = time.monotonic() + 300
+        while True:  # both ranks in their step code: each has started its attempt 0
+            pods = gang_pods(cluster_env, run_id)
+            said = {rank: pod_log(pods[rank]) for rank in ("rank-0", "rank-1") if rank in pods}
+            if all("generation 0 runs rank" in said.get(rank, "") for rank in ("rank-0", "rank-1")):
+                break
+            assert time.monotonic() < deadline, f"the ranks never reached their step code: {said}"
+            time.sleep(2)
+        pod = pods["rank-1"]["metadata"]["name"]
+        eviction = tmp_path / "eviction.json"
+        eviction.write_text(json.dumps({"apiVersion": "policy/v1", "kind": "Eviction",
+                                        "metadata": {"name": pod, "namespace": ns}}))
+        kubectl(cluster_env, "create", "--raw", f"/api/v1/namespaces/{ns}/pods/{pod}/eviction", "-f", str(eviction))
+        wf = wait_workflow(cluster_env, run_id, timeout=420)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        [js] = jobsets(cluster_env, run_id)
+    assert js["status"]["restarts"] == 1 and js["status"]["terminalState"] == "Completed", js["status"]
+    got = read_run(cluster_env, f"GangEvictedFlow/{run_id}", "run['join'].task.data.got")
+    assert got == [[1, "1"], [1, "1"]], got

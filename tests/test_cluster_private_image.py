@@ -18,6 +18,7 @@ import pytest
 from clustertools import failed_nodes, kubectl, wait_workflow
 from mfargo.compiler import naming
 from test_cluster_deploy import RUN_TIMEOUT, deployed, hook_nodes, start, unique, webhook_receiver
+from test_cluster_gangs import jobsets
 
 pytestmark = pytest.mark.cluster
 
@@ -70,15 +71,17 @@ if __name__ == "__main__":
 '''
 
 
-def pull_events(env: dict, image: str, since: float) -> dict[str, set[str]]:
-    """{pod name: kubelet event reasons} of the pulls of `image` since `since` (epoch s)."""
+def pull_events(env: dict, image: str, since: float, prefixes: tuple[str, ...]) -> dict[str, set[str]]:
+    """{pod name: kubelet event reasons} of the pulls of `image` since `since` (epoch s), by the
+    pods whose names start with one of `prefixes` (other tests share the namespace and image)."""
     events = json.loads(kubectl(env, "get", "events", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json"))
     out: dict[str, set[str]] = {}
     for event in events["items"]:
         stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
         when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone if stamp else 0
-        if image in event.get("message", "") and when >= since - 1:
-            out.setdefault(event["involvedObject"]["name"], set()).add(event["reason"])
+        pod = event["involvedObject"]["name"]
+        if image in event.get("message", "") and when >= since - 1 and pod.startswith(prefixes):
+            out.setdefault(pod, set()).add(event["reason"])
     return out
 
 
@@ -115,6 +118,7 @@ def test_every_pod_of_a_gang_flow_pulls_a_private_image_through_its_secret(clust
         ok, bad = start(env, flow, name, runs), start(env, flow, name, runs, "--fail", "True")
         ok_wf = wait_workflow(env, ok, timeout=RUN_TIMEOUT)
         bad_wf = wait_workflow(env, bad, timeout=RUN_TIMEOUT)
+        gangs = tuple(js["metadata"]["name"] + "-" for run in (ok, bad) for js in jobsets(env, run))
         assert ok_wf["status"]["phase"] == "Succeeded", failed_nodes(ok_wf)
         assert bad_wf["status"]["phase"] == "Failed", failed_nodes(bad_wf)
         assert hook_nodes(ok_wf) == {"0-on-success-notify": "Succeeded", "0-notify-slack-on-success": "Succeeded"}
@@ -126,13 +130,14 @@ def test_every_pod_of_a_gang_flow_pulls_a_private_image_through_its_secret(clust
         assert "gang step train: rank 1 (worker) failed first: Error, exit code 1" in reports[0]["message"], reports
         texts = sorted(b["text"] for b in bodies)
         assert texts == sorted(["Metaflow run PrivateGangFlow/%s succeeded" % ok,
-                                "Metaflow run PrivateGangFlow/%s failed" % bad]), texts
+                                "Metaflow run PrivateGangFlow/%s failed (Failed)" % bad]), texts
 
-    pulls = pull_events(env, image, since)
-    refused = {pod: reasons for pod, reasons in pulls.items() if pod != bare and reasons - {"Pulling", "Pulled"}}
+    runs = tuple(run.removeprefix("argo-") + "-" for run in (ok, bad))
+    pulls = pull_events(env, image, since, runs + gangs)
+    refused = {pod: reasons for pod, reasons in pulls.items() if reasons - {"Pulling", "Pulled"}}
     assert not refused, refused
     by_run = {run: {pod for pod in pulls if pod.startswith(run.removeprefix("argo-") + "-")} for run in (ok, bad)}
-    gang_pods = {pod for pod in pulls if pod != bare and not any(pod in pods for pods in by_run.values())}
+    gang_pods = {pod for pod in pulls if pod.startswith(gangs)}
     # ok: start, join, end, the exit hook, the notification; bad: start, the report, the hook, the notification.
     assert len(by_run[ok]) >= 5 and len(by_run[bad]) >= 4, by_run
     assert any(report in pod for pod in by_run[bad]), by_run[bad]

@@ -85,6 +85,7 @@ EVENTS = [
     event("js-abc-control-0-0-xyz", "BackOff", 'Back-off pulling image "reg.example/img:1"', at="2026-12-03T10:00:09Z"),
     event("js-abc-control-0-0-xyz", "Failed", "Error: ErrImagePull", at="2026-12-03T10:00:01Z"),
     event("js-abc-control-0-0-xyz", "Failed", PULL, at="2026-12-03T10:00:02Z"),
+    event("js-abc-control-0-0-xyz", "Failed", "Error: ImagePullBackOff", at="2026-12-03T10:00:08Z"),
     event("js-abc-worker-0-0-xyz", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu."),
     event("other-control-0-0-xyz", "Failed", "not this gang's"),
 ]
@@ -131,6 +132,24 @@ def test_the_report_reads_events_only_for_a_rank_that_never_ran():
     user_code = Api([job("control", 0, "PodFailurePolicy")])
     gang_report.diagnose(user_code, "ns", [JS])
     assert not any(path.endswith("/events") for path in user_code.paths)
+
+
+def test_a_report_that_cannot_record_its_finding_still_says_it(monkeypatch, tmp_path, capsys):
+    """A gang that never ran has no control task in Metaflow's metadata: recording fails, the
+    finding is still the termination message (the node's message)."""
+    from metaflow_extensions.mfargo.plugins import gang_report
+
+    failure = gang_failure.first_failure(jobset(), [job("control", 0, "DeadlineExceeded")], [], EVENTS)
+    monkeypatch.setattr(gang_report, "KubeApi", lambda: None)
+    monkeypatch.setattr(gang_report, "diagnose", lambda api, ns, names: (JS, failure, ""))
+
+    def no_task(*args):
+        raise RuntimeError("Metadata request failed (code 404)")
+    monkeypatch.setattr(gang_report, "record", no_task)
+    log = tmp_path / "termination-log"
+    assert gang_report.main("F", "argo-r", "train", "control-x-0", str(log), JS) == 1
+    assert log.read_text() == failure.message("train") and "never started: Failed: " in log.read_text()
+    assert "not recorded as task metadata (RuntimeError): Metadata request failed (code 404)" in capsys.readouterr().out
 
 
 def test_first_failed_job_is_the_one_the_jobset_names_else_the_earliest():

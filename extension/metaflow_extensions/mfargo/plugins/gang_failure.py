@@ -125,8 +125,10 @@ def never_started(job_name, events):
 
     def when(event):
         return event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp") or ""
-    best = min(_NOT_STARTED.index(e["reason"]) for e in mine)
-    event = max((e for e in mine if _NOT_STARTED.index(e["reason"]) == best), key=when)  # the newest of those
+    def telling(event):  # the kubelet follows "Failed to pull image ...: <why>" with "Error: ErrImagePull"
+        return _NOT_STARTED.index(event["reason"]), str(event.get("message") or "").startswith("Error: ")
+    best = min(telling(e) for e in mine)
+    event = max((e for e in mine if telling(e) == best), key=when)  # the newest of those
     return "never started: %s: %s" % (event["reason"], " ".join(str(event.get("message") or "").split()))
 
 

@@ -8,7 +8,8 @@ pod's service account (the workflow's Role grants get/list),
 works out which rank failed first and why (``gang_failure``), then:
 
 * records it as the ``gang-failure`` metadata of the control task's last attempt (the
-  gang's attempt in Metaflow's client and UI),
+  gang's attempt in Metaflow's client and UI), when that task exists (a gang whose pods
+  never ran has none: the report still says why),
 * writes it to its termination log, which Argo shows as this node's message,
 * prints it and exits 1.
 
@@ -119,15 +120,18 @@ def record(flow, run, step, task, failure):
 def main(flow, run, step, task, termination_log, *jobset_names):
     try:
         name, failure, why_not = diagnose(KubeApi(), namespace(), jobset_names)
-        if failure is None:
-            message = "gang step %s failed; no rank failure to report: %s" % (step, why_not)
-        else:
-            message = failure.message(step)
+    except Exception as e:  # the report must say something, whatever broke
+        failure, message = None, "gang step %s failed; reading why failed too: %s" % (step, e)
+    else:
+        message = failure.message(step) if failure else \
+            "gang step %s failed; no rank failure to report: %s" % (step, why_not)
+    if failure is not None:
+        try:
             attempt = record(flow, run, step, task, failure)
             print("recorded as metadata %r of task %s/%s/%s/%s attempt %d" % (
                 METADATA_FIELD, flow, run, step, task, attempt))
-    except Exception as e:  # the report must say something, whatever broke
-        message = "gang step %s failed; reading why failed too: %s" % (step, e)
+        except Exception as e:  # e.g. a gang that never ran has no control task to record on
+            print("not recorded as task metadata (%s): %s" % (type(e).__name__, e))
     print(message)
     with open(termination_log, "w") as f:
         f.write(message[:4096])  # the kubelet keeps at most 4096 bytes
