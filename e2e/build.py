@@ -47,7 +47,8 @@ KUBERNETES = "v1.34.4"
 ETCD = "v3.6.16"
 # Argo and JobSet are built at several versions: the releases mfargo's targets are checked
 # against (`argo lint --offline`, the JobSet webhook) and that the cluster can run. The first of
-# each is the default; E2E_ARGO / E2E_JOBSET (e2e/layout.py) pick the one the cluster runs.
+# each is the default, and JOBSET the one the cluster runs; MFARGO_E2E_ARGO picks its Argo
+# (e2e/layout.py).
 ARGO_RELEASES = ("v4.0.5", "v3.7.18")
 JOBSET_RELEASES = ("v0.12.0", "v0.11.1", "v0.10.1")
 ARGO, JOBSET = ARGO_RELEASES[0], JOBSET_RELEASES[0]
@@ -274,7 +275,7 @@ def _build_local(r: Recipe, work: Path, out: Path, logfile: Path) -> None:
     """Built in a copy whose go.mod is moved to the module versions the recipe requires."""
     shutil.copytree(r.package, work)
     pinned = (work / "go.mod").read_text()
-    moved = [(m, v) for m, v in r.requires if (m, v) not in _requirements(pinned)]
+    moved = [(m, v) for m, v in r.requires if _requirements(pinned).get(m) != v]
     if moved:
         edits = []
         for module, version in moved:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 import engine_tools
+from mfargo.versions import DEFAULT_ARGO_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "e2e" / "cluster"
@@ -133,8 +134,8 @@ def _running_argo() -> str:
 
 def argo_target(env: dict) -> list[str]:
     """The `create` options that target the Argo the cluster runs (none for the default)."""
-    release = env.get("MFARGO_E2E_ARGO", DEFAULT_ARGO)
-    return [] if release == DEFAULT_ARGO else ["--argo-version", ".".join(release.lstrip("v").split(".")[:2])]
+    target = engine_tools.argo_target(env.get("MFARGO_E2E_ARGO", DEFAULT_ARGO))
+    return [] if target == DEFAULT_ARGO_VERSION else ["--argo-version", target]
 
 
 def kubectl(env: dict, *args: str) -> str:

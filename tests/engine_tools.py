@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+from mfargo.versions import ARGO_VERSIONS, DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "e2e" / "build.py"
@@ -50,10 +50,20 @@ def _minor(version: str) -> tuple[int, int]:
     return tuple(int(p) for p in version.lstrip("v").split(".")[:2])
 
 
+def _major(version: str) -> str:
+    return version.lstrip("v").split(".")[0]
+
+
 def argo_release(target: str) -> str:
-    """The Argo release whose `argo lint` checks output for target X.Y: the one of its major version."""
-    [release] = [r for r in ARGO_RELEASES if r.lstrip("v").split(".")[0] == target.split(".")[0]]
+    """The Argo release that checks and runs output for target X.Y: the one of its major version."""
+    [release] = [r for r in ARGO_RELEASES if _major(r) == _major(target)]
     return release
+
+
+def argo_target(release: str) -> str:
+    """The `--argo-version` whose output an Argo release checks and runs (argo_release's inverse)."""
+    [target] = [t for t in ARGO_VERSIONS if _major(t) == _major(release)]
+    return target
 
 
 def jobset_releases(target: str) -> list[str]:

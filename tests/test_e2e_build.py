@@ -99,3 +99,12 @@ def test_a_program_built_against_an_older_release_takes_that_releases_requiremen
     assert build._aligned(ours, upstream) == {
         "k8s.io/api": "v0.34.1", "k8s.io/apiextensions-apiserver": "v0.34.1",  # staging modules move together
         "sigs.k8s.io/controller-runtime": "v0.22.1", "sigs.k8s.io/yaml": "v1.4.0"}
+
+
+def test_a_local_program_already_pinned_to_its_release_is_built_as_it_is(build, monkeypatch, tmp_path):
+    """jobset-validate's own go.mod names the default release: no `go mod edit`/`tidy` for it."""
+    calls = []
+    monkeypatch.setattr(build, "_run", lambda cmd, cwd, logfile, part: calls.append(cmd[:3]))
+    monkeypatch.setattr(build, "_download", lambda *a: pytest.fail("nothing to download"))
+    build._build_local(build.recipe("jobset-validate"), tmp_path / "work", tmp_path / "out", tmp_path / "log")
+    assert calls == [["go", "build", "-trimpath"]]

@@ -44,6 +44,8 @@ def test_argo_lint_of_the_targeted_release_passes_every_example(target, tmp_path
 
 def test_each_argo_target_is_linted_by_a_release_of_its_major_version():
     assert {target: engine_tools.argo_release(target) for target in ARGO_VERSIONS} == {"3.7": "v3.7.18", "4.1": "v4.0.5"}
+    assert {release: engine_tools.argo_target(release) for release in engine_tools.ARGO_RELEASES} == \
+        {"v3.7.18": "3.7", "v4.0.5": "4.1"}
     assert engine_tools.jobset_releases("0.12") == ["v0.12.0"]
     assert engine_tools.jobset_releases("0.10") == ["v0.12.0", "v0.11.1", "v0.10.1"]
     assert engine_tools.jobset_releases("0.8") == ["v0.12.0", "v0.11.1", "v0.10.1"]
