@@ -63,3 +63,46 @@ def test_gangs_that_never_start_end_at_their_deadline_with_the_cause(cluster_env
         [report] = nodes["train-Failure-report"]
         assert re.search(r"gang step train: rank \d \(\w+\) failed first: DeadlineExceeded, no exit code: "
                          + causes[what], report["message"]), (what, report["message"])
+
+
+NO_CONTROL = '''
+from metaflow import FlowSpec, jobset, kubernetes, parallel, step
+
+
+class GangNoControlFlow(FlowSpec):
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @kubernetes(cpu=0.25, memory=300, hostname_resolution_timeout=30)
+    @jobset(control={"cpu": 64})
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangNoControlFlow()
+'''
+
+
+def test_a_worker_whose_control_never_starts_is_reported_as_control_unreachable(cluster_env, tmp_path):
+    """The control (a pod of its own no node can hold) never starts; the worker waits for it for
+    hostname_resolution_timeout, then stops with exit 75: infrastructure, not the user's code,
+    and the report says so in words."""
+    flow = write_flow(tmp_path, "GangNoControlFlow", NO_CONTROL)
+    with deployed(cluster_env, flow) as start:
+        wf = wait_workflow(cluster_env, start(flow), timeout=420)
+    assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
+    [report] = nodes_by_name(wf)["train-Failure-report"]
+    assert re.search(r"gang step train: rank 1 \(worker\) failed first: ControlUnreachable, exit code 75: \S.*"
+                     r"\(pod \S+; JobSet \S+: \w+ after 0 restarts\)", report["message"]), report["message"]
