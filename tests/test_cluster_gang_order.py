@@ -7,7 +7,9 @@ Each test makes the race certain instead of hoping for a busy node:
 
 * without @kubernetes on the step (mfargo's own wait, ``pod_hooks._resolve``): the flow
   module, which a worker's step process imports before any decorator runs, holds a worker
-  until the control's host name has resolved once and then stopped resolving;
+  until the control's host name has resolved once and then stopped resolving (a worker that
+  starts after the control has gone never sees it resolve: the test then checks that its
+  hold began after the control's container ended);
 * with @kubernetes (Metaflow's ``_wait_for_hostname_resolution``): the workers' pods select a
   node label nobody has, so they stay Pending until the test, having seen the control's pod
   Succeed, puts the label on the node: the worker pod starts after the control's has completed.
@@ -23,8 +25,10 @@ with @kubernetes the wait is cut to 60 s here so that failure is quick to see.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
+from datetime import datetime
 
 import pytest
 from clustertools import ON_EVERY_ARGO, STATE, failed_nodes, kubectl, wait_workflow
@@ -47,23 +51,29 @@ def _resolves(host):
         return False
 
 
-def hold_worker_until_the_control_left(wait=300):
+def hold_worker_until_the_control_left(wait=300, absent=60):
     """A worker rank's step process only: wait (bounded) until the control's host name has
-    resolved and then stopped resolving, i.e. its pod completed and left the Service."""
+    resolved and then stopped resolving, i.e. its pod completed and left the Service. A worker
+    that starts late (a busy node) may never see it resolve: after ``absent`` s of a name that
+    never resolved it goes on, saying when its hold began, for the test to hold against the
+    control's completion."""
     if "MF_WORKER_REPLICA_INDEX" not in os.environ or "step" not in sys.argv:
         return
     js, ns = os.environ["METAFLOW_KUBERNETES_JOBSET_NAME"], os.environ["METAFLOW_KUBERNETES_POD_NAMESPACE"]
     host = "%s-rank-0-0.%s.%s.svc.cluster.local" % (js, js, ns)
-    deadline = time.monotonic() + wait
+    began, start = time.time(), time.monotonic()
     seen = False
-    while time.monotonic() < deadline:
+    while time.monotonic() < start + wait:
         now = _resolves(host)
         if seen and not now:
             print("held until the control %s had left" % host, file=sys.stderr)
             return
+        if not seen and not now and time.monotonic() > start + absent:
+            print("hold began at %.3f; the control %s never resolved" % (began, host), file=sys.stderr)
+            return
         seen = seen or now
         time.sleep(0.5)
-    print("hold: the control %s never %s within %d s" % (host, "left" if seen else "resolved", wait), file=sys.stderr)
+    print("hold: the control %s never left within %d s" % (host, wait), file=sys.stderr)
 
 
 hold_worker_until_the_control_left()
@@ -155,7 +165,7 @@ def test_a_worker_reaching_the_wait_after_the_control_left_still_runs(cluster_en
     flow = write_flow(tmp_path, "GangControlLeavesFlow", INDEPENDENT)
     with deployed(cluster_env, flow) as start:
         run_id = start(flow)
-        wait_control_completed(cluster_env, run_id, "rank-0")
+        pods = wait_control_completed(cluster_env, run_id, "rank-0")
         wf = wait_workflow(cluster_env, run_id, timeout=420)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         got = read_run(cluster_env, f"GangControlLeavesFlow/{run_id}",
@@ -166,7 +176,20 @@ def test_a_worker_reaching_the_wait_after_the_control_left_still_runs(cluster_en
     assert [control[0], worker[0]] == [0, 1], got
     # the control keeps its host name; the worker got the control's IP, the one main_ip resolves to
     assert control[2].endswith(".svc.cluster.local") and worker[2] == worker[1] == control[1], got
-    assert "held until the control" in got["held"][0] and "had left" in got["held"][0], got
+    assert_held_past_the_control(got["held"][0], pods["rank-0"])
+
+
+def assert_held_past_the_control(said: str, control_pod: dict) -> None:
+    """The worker resolved the control after the control had gone: it saw the name resolve and
+    then stop, or (a worker that started late) its hold began after the control's container ended."""
+    if "held until the control" in said and "had left" in said:
+        return
+    began = re.search(r"hold began at ([0-9.]+); the control \S+ never resolved", said)
+    assert began, said
+    [main] = [c for c in control_pod["status"]["containerStatuses"] if c["name"] == "main"]
+    ended = datetime.fromisoformat(main["state"]["terminated"]["finishedAt"].replace("Z", "+00:00")).timestamp()
+    # finishedAt is whole seconds, rounded down
+    assert float(began.group(1)) >= ended, (said, main["state"]["terminated"])
 
 
 HOLD_LABEL = "mfargo-e2e.test/hold"
