@@ -80,6 +80,8 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
         jobset_ttl_seconds=options.jobset_ttl_seconds,
         cleanup=options.cleanup,
         emit_events=options.emit_events,
+        run_heartbeat=options.run_heartbeat,
+        tags=options.tags,
     )
 
 

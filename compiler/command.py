@@ -289,6 +289,17 @@ def init_call(script: str, top_level_args, run_id: str, task_id: str, step_args,
     return tuple(tokens)
 
 
+def heartbeat_call(script: str, top_level_args, run_id: str, tags, executable: str = "python") -> Line:
+    """`flow.py argo-workflows heartbeat` (plugins/run_heartbeat.py), replacing the shell:
+    registers the run with its tags, then beats until the pod is stopped."""
+    tokens: list[Token] = [Raw("exec"), Raw(executable), Lit(script)]
+    tokens += [Lit(a) for a in top_level_args]
+    tokens += [Raw("argo-workflows"), Raw("heartbeat"), Raw("--run-id"), Lit(run_id)]
+    for tag in tags:
+        tokens += [Raw("--tag"), Lit(tag)]
+    return tuple(tokens)
+
+
 def init_and_start_call(init: Line, step: Line) -> Line:
     """``init`` then ``step`` (each ``EXECUTABLE FLOW ARG...``, the same executable) in one
     interpreter (plugins/init_and_start.py): the count says which words are init's."""

@@ -247,6 +247,8 @@ class Workflow:
     jobset_ttl_seconds: int = 3600
     cleanup: Cleanup = field(default_factory=lambda: Cleanup())  # ttlStrategy / podGC of runs
     emit_events: bool = False  # each task publishes its Argo Event on success (as core's pods do)
+    run_heartbeat: bool = False  # a daemon pod sends the run's heartbeat to the metadata service
+    tags: tuple[str, ...] = ()  # the run's tags (--tag), as `init` and the heartbeat register them
     deployment: Deployment = field(default_factory=lambda: Deployment())  # CronWorkflow, Sensor, hooks
 
 

@@ -164,6 +164,14 @@ def gang_report_template_name(step: str) -> str:
     return added_template_name("failure-report", template_name(step))
 
 
+HEARTBEAT_TASK = "Heartbeat"  # the run's heartbeat daemon's DAG task (a capital: never a step's)
+
+
+def heartbeat_template_name() -> str:
+    """The run's heartbeat daemon (templates/heartbeat.py)."""
+    return added_template_name("heartbeat")
+
+
 def gang_report_task_name(step: str) -> str:
     """The DAG task, beside the gang's, running that report: the step's name and a capital
     (no step name has one). It sorts after the step's own task, so `mfargo run`'s message for

@@ -34,6 +34,7 @@ class CompileOptions:
     jobset_ttl_seconds: int = 3600
     cleanup: Cleanup = field(default_factory=lambda: Cleanup())
     emit_events: bool = False  # --auto-emit-argo-events: each task publishes metaflow.<flow>.<step>
+    run_heartbeat: bool = False  # --enable-heartbeat-daemon: a daemon pod beats for the run (metadata service)
     title: str | None = None  # --workflow-title: Argo UI annotation
     description: str | None = None  # --workflow-description: Argo UI annotation
     include_files: tuple[tuple[str, str], ...] = ()  # IncludeFile name -> Metaflow's descriptor (JSON)

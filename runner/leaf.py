@@ -61,9 +61,8 @@ def volumes(ex: "Executor", t: dict) -> list[dict]:
 
 async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: int) -> Node:
     """A container or script template: one pod; outputs from its files and stdout."""
-    for unsupported in ("daemon", "podSpecPatch"):
-        if tmpl.get(unsupported):
-            raise WorkflowError(f"{unsupported} is not supported by the local runner")
+    if tmpl.get("podSpecPatch"):
+        raise WorkflowError("podSpecPatch is not supported by the local runner")
     t = leaf_fields(tmpl, scope)
     if (t.get("outputs") or {}).get("artifacts"):
         raise WorkflowError("output artifacts are not supported by the local runner")
@@ -80,7 +79,7 @@ async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
         volumes=volumes(ex, t), active_deadline=deadline(t),
         script=source if is_script else None,
         extra_env={"ARGO_POD_NAME": node.pod_name, "ARGO_CONTAINER_NAME": "main", "ARGO_NODE_ID": node.id},
-        display=node.display_name)
+        display=node.display_name, daemon=bool(tmpl.get("daemon")))
     async with ex.pod_slot():  # the slot is held until the node is finished
         ex.start(node)
         res = await ex.pods.run(pod)

@@ -76,6 +76,7 @@ class PodSpec:
     display: str = ""
     deadline_message: str = DEFAULT_DEADLINE_MESSAGE
     gang_admitted: bool = False  # its JobSet holds the slots of all its pods (runner.slots)
+    daemon: bool = False  # sleeps beside the run until its DAG stops it: takes no machine slot
 
 
 @dataclass
@@ -297,7 +298,7 @@ class PodRunner(PodSetup):
                     self.pending.pop(pod.name, None)
             multi = len(all_containers) > 1
             # Waiting for a slot, the pod is Pending: its deadline starts when it runs.
-            async with contextlib.nullcontext() if pod.gang_admitted else self.slots.admit(1):
+            async with contextlib.nullcontext() if pod.gang_admitted or pod.daemon else self.slots.admit(1):
                 result.started_at = time.time()
                 body = self._body(pod, prepared, log, multi)
                 try:

@@ -12,8 +12,10 @@ Checked for every template of the document (Argo's lint also covers all of them)
 * every ``{{= expression}}`` tag, ``valueFrom.expression``, ``retryStrategy.expression``
   and hook ``expression`` must parse (so unsupported functions are refused here);
 * tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
-* artifacts (inputs, outputs, arguments), ``daemon``, ``podSpecPatch``, ``memoize``,
+* artifacts (inputs, outputs, arguments), ``podSpecPatch``, ``memoize``,
   ``synchronization``, a ``suspend`` without ``duration``;
+* a ``daemon`` other than a container run by a DAG task that no task depends on (the
+  shape of mfargo's run heartbeat: the runner stops it when the rest of its DAG is done);
 * names and paths that would leave the work directory (:func:`contain.check_document`);
 * a fan-out past :data:`limits.MAX_FANOUT` that the YAML alone shows (a literal ``withItems``
   list, a ``withSequence`` of numbers).
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from . import contain, limits
+from . import depends as dep
 from .fanout import sequence_count
 from .expr import ExprError, parse
 from .model import WorkflowDoc, WorkflowError, template_type
@@ -32,7 +35,7 @@ from .substitute import TAG_RE
 
 # Template fields whose semantics the runner does not play (ignoring them would change
 # what the workflow does).
-UNSUPPORTED_FIELDS = ("daemon", "podSpecPatch", "memoize", "synchronization")
+UNSUPPORTED_FIELDS = ("podSpecPatch", "memoize", "synchronization")
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -149,6 +152,43 @@ def check_template(tmpl: dict) -> None:
     _check_tags(tmpl, where)
 
 
+def _check_daemons(doc: WorkflowDoc) -> None:
+    """A daemon is a container that a DAG task starts and nothing waits for (runner/dag.py)."""
+    daemons = {n for n in doc.template_names if doc.template(n).get("daemon")}
+    for name in sorted(daemons):
+        if template_type(doc.template(name)) != "container":
+            raise WorkflowError(f"template {name!r}: only a container can be a daemon in the local runner")
+    for name in doc.template_names:
+        tmpl = doc.template(name)
+        kind = template_type(tmpl)
+        if kind == "steps":
+            for group in tmpl["steps"] or []:
+                for step in (group if isinstance(group, list) else [group]):
+                    if step.get("template") in daemons:
+                        raise WorkflowError(f"template {name!r}, step {step.get('name')!r}: a daemon as a step is "
+                                            "not supported by the local runner (only as a DAG task)")
+        if kind != "dag":
+            continue
+        tasks = tmpl["dag"].get("tasks") or []
+        started = {t.get("name") for t in tasks if t.get("template") in daemons}
+        for t in tasks:
+            if t.get("name") in started and (t.get("withItems") or t.get("withParam") or t.get("withSequence")):
+                raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: a daemon fanned out is not "
+                                    "supported by the local runner")
+            needs = set(t.get("dependencies") or ())
+            try:
+                needs |= set(dep.task_names(dep.parse(str(t["depends"])))) if t.get("depends") else set()
+            except dep.DependsError as e:
+                raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: {e}") from None
+            if needs & started:
+                raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: a task depending on a daemon "
+                                    "is not supported by the local runner")
+    for where, hook in [("spec.onExit", {"template": doc.spec.get("onExit")})] + [
+            (f"spec.hooks.{h}", v) for h, v in (doc.spec.get("hooks") or {}).items() if isinstance(v, dict)]:
+        if hook.get("template") in daemons:
+            raise WorkflowError(f"{where}: a daemon as a hook is not supported by the local runner")
+
+
 def check(doc: WorkflowDoc) -> None:
     """Raise WorkflowError (one line) for the first thing the runner cannot run, or a name
     or path that would leave the work directory (:mod:`runner.contain`)."""
@@ -158,6 +198,7 @@ def check(doc: WorkflowDoc) -> None:
             raise WorkflowError(f"spec.{key} is not supported by the local runner")
     for name in doc.template_names:
         check_template(doc.template(name))
+    _check_daemons(doc)
     for hname, hook in (doc.spec.get("hooks") or {}).items():
         if isinstance(hook, dict) and hook.get("expression"):
             _check_expression(str(hook["expression"]), f"spec.hooks.{hname}")

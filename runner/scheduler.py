@@ -96,6 +96,13 @@ class Executor(NodeBook):
                 out[p["name"]] = param_str(vf["default"])
         return out
 
+    def is_daemon(self, task: dict) -> bool:
+        """Does the DAG task run a daemon template (preflight: a container nothing depends on)?"""
+        try:
+            return bool(self.doc.template(str(task.get("template"))).get("daemon"))
+        except (WorkflowError, KeyError):
+            return False
+
     def input_has_default(self, template_name: str, input_name: str) -> bool:
         try:
             tmpl = self.doc.template(template_name)

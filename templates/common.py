@@ -143,13 +143,14 @@ GANG_REPORT_DEADLINE_SECONDS = 600  # reads a few API objects, writes one metada
 NOTIFY_DEADLINE_SECONDS = 300  # one HTTPS call (30 s timeout)
 
 
-def derived_pod(compute: ir.Compute, deadline_seconds: int, *, with_secrets: bool) -> tuple[dict, dict]:
+def derived_pod(compute: ir.Compute, deadline_seconds: int | None, *, with_secrets: bool) -> tuple[dict, dict]:
     """(Template fields, Container fields) of a pod mfargo adds for a step (the gang failure
     report, @exit_hook and notification pods): what it takes from the step's pod, in one place
     so none misses a field. It runs the step's image or one beside it, so it gets the step's
     image pull secrets and pull policy, service account, node selector and tolerations (it
     can run where the step could), and container security context; the step's Secrets only
-    when it runs the flow's code (``with_secrets``); and always a deadline."""
+    when it runs the flow's code (``with_secrets``); and a deadline, except for the run's
+    heartbeat daemon, which Argo stops when the run's DAG ends (None)."""
     template = {
         "active_deadline_seconds": m.IntOrString(deadline_seconds),
         "service_account_name": compute.service_account,

@@ -14,7 +14,7 @@ from . import argo_models as m
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
 
-from . import expr, gang_report, wiring
+from . import expr, gang_report, heartbeat, wiring
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ def _depth(wf: ir.Workflow, name: str) -> int:
 def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template:
     ctx = wiring.ctx_inside(scope)
     steps = [s for s in wf.steps.values() if s.scope == scope]
-    tasks = []
+    tasks = [heartbeat.task()] if scope is None and wf.run_heartbeat else []
     for step in steps:
         tasks.append(_step_task(wf, step, ctx))
         if step.gang:

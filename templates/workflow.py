@@ -9,7 +9,7 @@ from . import argo_models as m
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import RUN_USER, Api, Label
 
-from . import common, dag, expr, gang_report, hooks, jobset, pod_command, recursion, sensor, step
+from . import common, dag, expr, gang_report, heartbeat, hooks, jobset, pod_command, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -25,6 +25,8 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             templates.append(step.build(s, wf, default_resources))
         if s.recursive:
             templates.append(recursion.build(s, wf))
+    if wf.run_heartbeat:
+        templates.append(heartbeat.template(wf))
     lifecycle, hook_templates = hooks.build(wf)
     templates += hook_templates
     return m.WorkflowTemplate(
@@ -39,7 +41,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
         spec=m.WorkflowSpec(
             entrypoint=entrypoint,
             arguments=_arguments(wf),
-            parallelism=wf.max_workers,
+            parallelism=wf.max_workers + (1 if wf.run_heartbeat else 0),  # the daemon is no worker
             active_deadline_seconds=wf.timeout_seconds,
             ttl_strategy=_ttl_strategy(wf.cleanup),
             pod_gc=m.PodGC(strategy=wf.cleanup.pod_gc) if wf.cleanup.pod_gc else None,

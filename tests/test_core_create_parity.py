@@ -53,7 +53,7 @@ def test_title_description_and_runtime_name(tmp_path):
 
 @pytest.mark.parametrize("option, reason", [
     (["--auto-emit-argo-events"], "which your Metaflow config does not set"),  # no webhook URL
-    (["--enable-heartbeat-daemon"], "no heartbeat daemon"),
+    (["--enable-heartbeat-daemon"], "a run's heartbeat goes to Metaflow's metadata service"),
     (["--enable-error-msg-capture"], "no error-capture exit hook"),
     (["--notify-incident-io-api-key", "k3y"], "Kubernetes Secret"),
 ])

@@ -198,4 +198,12 @@ def test_a_foreach_run_by_mfargo_run_keeps_its_argo_ids(service, s3_server, tmp_
     assert result.run_id.startswith("argo-")
     assert {k: got[k] for k in ("ok", "total", "values", "parents")} == {
         "ok": True, "total": 28, "values": [2, 8, 18], "parents": [2, 8, 18]}
+    # the run's heartbeat daemon beat for it, and was stopped (Succeeded) when the DAG ended
+    import requests
+
+    record = requests.get(f"{service}/flows/SquaresFlow/runs/{result.run_id}", timeout=10).json()
+    assert record["last_heartbeat_ts"] >= int(result.started_at), record
+    [daemon] = [n for n in result.nodes.values() if n.display_name == "Heartbeat"]
+    assert (daemon.phase, daemon.message) == ("Succeeded", "daemon stopped: the rest of its DAG has finished")
+    assert daemon.finished_at <= result.finished_at
     assert len(set(got["ids"])) == 3 and not any(i.isdigit() for i in got["ids"]), got["ids"]

@@ -255,6 +255,8 @@ spec:
      "template 'bad': outputs artifacts are not supported by the local runner"),
     ("  - name: bad\n    synchronization: {mutex: {name: m}}\n    container: {image: bash, command: [true]}\n",
      "template 'bad': synchronization is not supported by the local runner"),
+    ("  - name: bad\n    daemon: true\n    script: {image: bash, command: [bash], source: 'sleep 9'}\n",
+     "template 'bad': only a container can be a daemon in the local runner"),
     ("  - name: bad\n    suspend: {}\n",
      "template 'bad': a suspend without a duration cannot be resumed in the local runner"),
     ("  - name: bad\n    container: {image: bash, command: [echo, \"{{=sprig.genPrivateKey('rsa')}}\"]}\n",
@@ -269,6 +271,58 @@ def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"mfargo run: {message}"), err
     assert not (tmp_path / "w" / "pods").exists()
+
+
+DAEMON = with_sh("""
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: daemon}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        dag:
+          tasks:
+          - {name: beat, template: beat}
+          - name: a
+            template: sh
+            arguments: {parameters: [{name: cmd, value: "sleep 1; echo a"}]}
+          - name: b
+            depends: a.Succeeded
+            template: sh
+            arguments: {parameters: [{name: cmd, value: "echo b"}]}
+      - name: beat
+        daemon: true
+        container: {image: bash, command: [bash, -c, "echo $BASHPID > /tmp/pid; exec sleep 600"]}
+""")
+
+
+def test_a_daemon_runs_beside_its_dag_and_is_stopped_when_the_rest_has_finished(tmp_path):
+    """Argo's daemon containers (docs/walk-through/daemon-containers.md): nothing waits for the
+    daemon, and it is stopped when its DAG's other tasks are done; the run ends there."""
+    import os
+
+    result, _ = run_yaml(DAEMON, tmp_path, max_workers=1)  # the daemon takes no machine slot
+    assert result.status == "Succeeded", result.message
+    beat = result.node("beat")
+    assert (beat.phase, beat.message) == ("Succeeded", "daemon stopped: the rest of its DAG has finished")
+    assert beat.finished_at >= result.node("b").finished_at
+    pid = int((result.work_dir / "pods" / beat.pod_name / "tmp" / "pid").read_text())
+    assert not os.path.exists(f"/proc/{pid}"), "the daemon's process outlived the run"
+
+
+@pytest.mark.parametrize("change, message", [
+    (("depends: a.Succeeded", "depends: beat"),
+     "template 'main', task 'b': a task depending on a daemon is not supported by the local runner"),
+    (("{name: beat, template: beat}", "{name: beat, template: beat, withItems: [1, 2]}"),
+     "template 'main', task 'beat': a daemon fanned out is not supported by the local runner"),
+])
+def test_a_daemon_other_than_a_leaf_dag_task_is_refused(tmp_path, capsys, change, message):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(DAEMON.replace(*change))
+    assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mfargo run: {message}"], err
 
 
 HOOKS = with_sh("""

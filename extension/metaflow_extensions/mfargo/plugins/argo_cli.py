@@ -18,7 +18,7 @@ from metaflow._vendor import click
 
 from mfargo import versions
 
-from . import cluster_cli, decorator_lifecycle
+from . import cluster_cli, decorator_lifecycle, run_heartbeat
 from . import metaflow_inputs as inputs
 
 
@@ -106,7 +106,9 @@ def _check_graph(obj):
 @click.option("--auto-emit-argo-events/--no-auto-emit-argo-events", default=None,
               help="Each task publishes the Argo Event metaflow.<flow>.<step> on success (what "
                    "@trigger_on_finish waits for). Default: on when METAFLOW_ARGO_EVENTS_WEBHOOK_URL is set.")
-@click.option("--enable-heartbeat-daemon/--no-enable-heartbeat-daemon", default=None, hidden=True)
+@click.option("--enable-heartbeat-daemon/--no-enable-heartbeat-daemon", default=None,
+              help="A daemon pod sends the run's heartbeat to Metaflow's metadata service, so its UI shows a "
+                   "waiting run as running (default: on with --metadata=service).")
 @click.option("--enable-error-msg-capture/--no-enable-error-msg-capture", default=None, hidden=True)
 @click.option("--authorize", default=None,
               help="Authorize this deployment with the production token of the deployed version "
@@ -142,8 +144,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
                 "--notify-slack-webhook-url-secret / --notify-pager-duty-integration-key-secret / "
                 "--notify-incident-io-api-key-secret SECRET[:KEY]"
             )
-        inputs.refuse_unsupported(enable_heartbeat_daemon=enable_heartbeat_daemon,
-                                  enable_error_msg_capture=enable_error_msg_capture)
+        inputs.refuse_unsupported(enable_error_msg_capture=enable_error_msg_capture)
         if check and not output_file:
             raise CompileError("--check compares with a file: give --output-file FILE")
         if output_file and not check:
@@ -151,7 +152,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         deploying = not (only_yaml or only_json or output_file or graph)
         decorator_lifecycle.attach_as_core_create(obj)
         options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
-                                         workflow_priority, auto_emit_argo_events)
+                                         workflow_priority, auto_emit_argo_events, enable_heartbeat_daemon)
         options = replace(options, title=workflow_title, description=workflow_description,
                           cleanup=_cleanup(ttl_after_success, ttl_after_failure, pod_gc))
         token_request = (authorize, given_token, generate_new_token)
@@ -285,7 +286,7 @@ def _check(path: str, text: str) -> int:
     return 1
 
 
-for _command in cluster_cli.COMMANDS:
+for _command in cluster_cli.COMMANDS + (run_heartbeat.heartbeat,):
     argo_workflows.add_command(_command)
 
 

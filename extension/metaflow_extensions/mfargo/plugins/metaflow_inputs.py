@@ -145,11 +145,20 @@ def with_deployment_options(workflow, target_versions, emit_workflow, service_ac
     return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
 
 
-# Core's `create` options mfargo does not implement, and why (core's defaults: off, on).
+def run_heartbeat(enabled: bool | None, metadata_type: str) -> bool:
+    """--enable-heartbeat-daemon: on by default where there is a service to beat to, so
+    Metaflow's UI shows a run that waits as running (core's default is off)."""
+    from mfargo.compiler import CompileError
+
+    if enabled and metadata_type != "service":
+        raise CompileError("--enable-heartbeat-daemon: a run's heartbeat goes to Metaflow's metadata service, and "
+                           "this flow's metadata is %r (give --metadata=service)" % metadata_type)
+    return metadata_type == "service" if enabled is None else enabled
+
+
+# Core's `create` options mfargo does not implement, and why (core's default: on).
 # Only turning them on is refused; the --no-... form is what mfargo does.
 UNSUPPORTED = {
-    "enable_heartbeat_daemon": "--enable-heartbeat-daemon: mfargo runs no heartbeat daemon (it only feeds "
-                               "Metaflow's metadata service); leave it out",
     "enable_error_msg_capture": "--enable-error-msg-capture: mfargo adds no error-capture exit hook; a failed "
                                 "task's error is in its Metaflow logs (flow.py logs) and the pod's log",
 }
@@ -189,7 +198,7 @@ def emit_events_env(auto_emit_argo_events) -> tuple[bool, tuple[tuple[str, str],
 
 
 def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout, workflow_priority,
-                    auto_emit_argo_events=None):
+                    auto_emit_argo_events=None, enable_heartbeat_daemon=None):
     from metaflow import current, metaflow_config
     from metaflow.util import dict_to_cli_options
 
@@ -225,6 +234,7 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
         config_env=config_env + events_env,
         pod_secrets=secrets,
         emit_events=emit_events,
+        run_heartbeat=run_heartbeat(enable_heartbeat_daemon, obj.metadata.TYPE),
         project=tuple(sorted(project.items())),
         default_image=_default_image(),
     )
