@@ -84,6 +84,7 @@ async def stop_daemons(ex: "Executor", dag_node: Node, running: dict[asyncio.Tas
     for n in running.values():
         daemon = ex.nodes[f"{dag_node.name}.{n}"]
         stopped[n] = ex.finish(daemon, SUCCEEDED, "daemon stopped: the rest of its DAG has finished")
+        dag_node.children.append(daemon.name)
     for fut in running:
         fut.cancel()
     await asyncio.gather(*running, return_exceptions=True)

@@ -82,6 +82,7 @@ async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
         display=node.display_name, daemon=bool(tmpl.get("daemon")))
     async with ex.pod_slot():  # the slot is held until the node is finished
         ex.start(node)
+        node.pod_dir = str(ex.pods.work_dir / "pods" / pod.name)  # known before it ends (a stopped daemon)
         res = await ex.pods.run(pod)
         node.pod_dir = str(res.pod_dir)
         node.outputs = {"exitCode": str(res.exit_code) if res.exit_code is not None else "-1",

@@ -5,6 +5,7 @@ Each test is written from Argo's documentation or controller source, cited per t
 import json
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -307,7 +308,8 @@ def test_a_daemon_runs_beside_its_dag_and_is_stopped_when_the_rest_has_finished(
     beat = result.node("beat")
     assert (beat.phase, beat.message) == ("Succeeded", "daemon stopped: the rest of its DAG has finished")
     assert beat.finished_at >= result.node("b").finished_at
-    pid = int((result.work_dir / "pods" / beat.pod_name / "tmp" / "pid").read_text())
+    assert beat.name in result.node("daemon").children
+    pid = int((Path(beat.pod_dir) / "tmp" / "pid").read_text())
     assert not os.path.exists(f"/proc/{pid}"), "the daemon's process outlived the run"
 
 
