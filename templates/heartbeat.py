@@ -10,7 +10,7 @@ A failed daemon fails its DAG (it is a leaf, and Argo refuses ``continueOn`` in 
 uses ``depends``), so the command itself never fails: a service that cannot be reached costs
 the UI's view of the run, never the run (plugins/run_heartbeat.py). It is the start step's pod
 (image, pull secrets, placement, service account, Secrets: it runs the flow's code) with a
-small request, and, bounded by the run rather than by a deadline of its own, it does not
+no CPU request, and, bounded by the run rather than by a deadline of its own, it does not
 count against ``--max-workers`` (templates/workflow.py adds its slot to ``parallelism``).
 """
 
@@ -23,7 +23,11 @@ from mfargo.compiler import ir, naming
 
 from . import common, expr
 
-RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("50m"), "memory": m.Quantity("256Mi")})
+# No CPU: a CPU request, however small, can keep a gang that fills its nodes from ever being
+# scheduled (two 1-CPU ranks and a 50m daemon on a 2-CPU node did, e2e/cluster); the daemon
+# sleeps between beats, and a beat minutes late still keeps the run alive in the UI. "0", not
+# left out: Argo would merge in templateDefaults' CPU request.
+RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("0"), "memory": m.Quantity("256Mi")})
 
 
 def task() -> m.DAGTask:

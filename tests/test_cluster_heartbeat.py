@@ -77,6 +77,14 @@ def workflow(env: dict, run_id: str) -> dict:
                               run_id.removeprefix("argo-")))
 
 
+def cleanup(env: dict, flow, run_id: str | None) -> None:
+    """The run (its pods go with it), then the template."""
+    if run_id:
+        kubectl(env, "delete", "workflow", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "--wait=false",
+                run_id.removeprefix("argo-"))
+    flow_cmd(env, flow, "argo-workflows", "delete")
+
+
 def daemon_node(wf: dict) -> dict:
     [node] = [n for n in wf["status"]["nodes"].values() if n["displayName"] == "Heartbeat"]
     return node
@@ -85,6 +93,7 @@ def daemon_node(wf: dict) -> dict:
 def test_a_running_run_beats_and_its_daemon_ends_with_it(cluster_env, tmp_path):
     flow = write_flow(tmp_path, "HeartbeatWaitFlow", WAITING)
     flow_cmd(cluster_env, flow, "argo-workflows", "create")
+    run_id = None
     try:
         run_id = trigger(cluster_env, flow)
         beats, deadline = [], time.monotonic() + 240
@@ -103,12 +112,13 @@ def test_a_running_run_beats_and_its_daemon_ends_with_it(cluster_env, tmp_path):
         got = read_run(cluster_env, f"HeartbeatWaitFlow/{run_id}", "{'ok': run.successful}")
         assert got == {"ok": True}
     finally:
-        flow_cmd(cluster_env, flow, "argo-workflows", "delete")
+        cleanup(cluster_env, flow, run_id)
 
 
 def test_a_run_whose_start_never_reaches_the_service_is_recorded(cluster_env, tmp_path):
     flow = write_flow(tmp_path, "HeartbeatRecordFlow", UNREACHABLE)
     flow_cmd(cluster_env, flow, "argo-workflows", "create", "--tag", "nightly")
+    run_id = None
     try:
         run_id = trigger(cluster_env, flow)
         wf = wait_workflow(cluster_env, run_id, timeout=600)
@@ -123,4 +133,4 @@ def test_a_run_whose_start_never_reaches_the_service_is_recorded(cluster_env, tm
                        "{'steps': [s.id for s in run], 'ok': run.successful, 'tags': sorted(run.user_tags)}")
         assert got == {"steps": [], "ok": False, "tags": ["nightly"]}, got
     finally:
-        flow_cmd(cluster_env, flow, "argo-workflows", "delete")
+        cleanup(cluster_env, flow, run_id)

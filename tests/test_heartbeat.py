@@ -56,6 +56,8 @@ def test_with_the_metadata_service_the_top_dag_starts_a_heartbeat_daemon(tmp_pat
     assert "depends" not in json.dumps(dag_tasks(doc, spec["entrypoint"])["start"])  # the start does not wait for it
     daemon = templates(doc)["0-heartbeat"]
     assert daemon["daemon"] is True and "activeDeadlineSeconds" not in daemon  # bounded by the run
+    # templateDefaults' CPU request overridden: it never keeps a gang that fills a node from starting
+    assert daemon["container"]["resources"] == {"requests": {"cpu": "0", "memory": "256Mi"}}
     # the start step's pod: image, pull secret, placement, account
     assert daemon["container"]["image"] == "registry.example/team/py:1"
     assert json.loads(daemon["podSpecPatch"]) == {"imagePullSecrets": [{"name": "regcred"}]}
