@@ -5,10 +5,10 @@ After a failure the DAG keeps starting every task whose dependencies are met and
 marks the rest Omitted: Argo's ``dag.failFast`` only decides when the DAG's phase is
 assessed (workflow/controller/dag.go: executeDAG walks every target on each pass and
 assessDAGPhase reports Running while any started node is unfinished), and a task
-whose ``depends`` is false is Omitted.  A task whose template is a ``daemon`` (mfargo's run heartbeat) runs until everything
-else the DAG started has finished; then, as Argo does, it is stopped (its pod killed) and
-Succeeded (runner/preflight.py: nothing may depend on it).  The final phase follows Argo's target-task
-rule: a target (leaf, in name order, or ``dag.target``) fails the DAG if its branch
+whose ``depends`` is false is Omitted.  A task whose template is a ``daemon`` (mfargo's
+run heartbeat) runs until everything else the DAG started has finished; then, as Argo
+does, it is stopped (its pod killed) and Succeeded (runner/preflight.py: nothing may
+depend on it).  The final phase follows Argo's target-task rule: a target (leaf, in name order, or ``dag.target``) fails the DAG if its branch
 failed, the first such target giving the phase; an Omitted task inherits its parents'
 branch phase.  The template-level ``failFast``
 with ``parallelism`` stops starting children after a failure (:class:`fanout.Boundary`).
@@ -78,16 +78,27 @@ def depends_trees(tasks: list[dict], by_name: dict[str, dict]) -> dict[str, Any]
     return trees
 
 
-async def stop_daemons(ex: "Executor", dag_node: Node, running: dict[asyncio.Task, str]) -> dict[str, Node]:
-    """The DAG's daemons, once nothing else of it runs: each Succeeded, then its pod killed."""
+DAEMON_STOPPED = "daemon stopped: the rest of its DAG has finished"
+
+
+async def stop_daemons(ex: "Executor", dag_node: Node, running: dict[asyncio.Task, str],
+                       by_name: dict[str, dict]) -> dict[str, Node]:
+    """The DAG's daemons, once nothing else of it runs: each Succeeded, then its pod killed
+    (finished first, so the cancellation does not mark it Failed). A daemon whose task had not
+    begun yet (a DAG of nothing else) is settled Succeeded without a pod."""
     stopped = {}
     for n in running.values():
-        daemon = ex.nodes[f"{dag_node.name}.{n}"]
-        stopped[n] = ex.finish(daemon, SUCCEEDED, "daemon stopped: the rest of its DAG has finished")
-        dag_node.children.append(daemon.name)
+        daemon = ex.nodes.get(f"{dag_node.name}.{n}")
+        if daemon is not None:
+            stopped[n] = ex.finish(daemon, SUCCEEDED, DAEMON_STOPPED)
+            dag_node.children.append(daemon.name)
     for fut in running:
         fut.cancel()
     await asyncio.gather(*running, return_exceptions=True)
+    for n in running.values():
+        if n not in stopped:
+            stopped[n] = ex.settle(dag_node, f"{dag_node.name}.{n}", n, by_name[n].get("template"), SUCCEEDED,
+                                   DAEMON_STOPPED)
     running.clear()
     return stopped
 
@@ -150,7 +161,7 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
             if not running:
                 break
             if all(ex.is_daemon(by_name[n]) for n in running.values()):
-                outcomes.update(await stop_daemons(ex, node, running))
+                outcomes.update(await stop_daemons(ex, node, running, by_name))
                 break
             done, _ = await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
             for fut in done:

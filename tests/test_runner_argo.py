@@ -11,6 +11,7 @@ import pytest
 
 from mfargo.runner import events as ev
 from mfargo.runner.cli import main
+from mfargo.runner.dag import DAEMON_STOPPED
 from mfargo.runner.fanout import FAIL_FAST_MESSAGE
 from mfargo.runner.testing import run_yaml
 
@@ -311,6 +312,18 @@ def test_a_daemon_runs_beside_its_dag_and_is_stopped_when_the_rest_has_finished(
     assert beat.name in result.node("daemon").children
     pid = int((Path(beat.pod_dir) / "tmp" / "pid").read_text())
     assert not os.path.exists(f"/proc/{pid}"), "the daemon's process outlived the run"
+
+
+def test_a_dag_of_only_a_daemon_ends_at_once(tmp_path):
+    """Nothing else to wait for: the daemon is stopped before its pod has even begun."""
+    top = DAEMON.index("      - name: a\n")
+    only = DAEMON[:top] + DAEMON[DAEMON.index("  - name: beat\n"):]
+    import yaml
+
+    assert [t["name"] for t in yaml.safe_load(only)["spec"]["templates"][0]["dag"]["tasks"]] == ["beat"]
+    result, _ = run_yaml(only, tmp_path)
+    assert result.status == "Succeeded", result.message
+    assert (result.node("beat").phase, result.node("beat").message) == ("Succeeded", DAEMON_STOPPED)
 
 
 @pytest.mark.parametrize("change, message", [
