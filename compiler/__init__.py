@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import replace
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo import k8s_syntax
 
 from . import decorators as decos
@@ -179,6 +180,9 @@ def _shared_env(flow, wf_name: str, options: CompileOptions) -> tuple[tuple[str,
     env[Env.ARGO_WORKFLOW_TEMPLATE] = wf_name
     env[Env.ARGO_WORKFLOW_NAME] = ir.WorkflowField.NAME
     env[Env.ARGO_WORKFLOW_NAMESPACE] = ir.WorkflowField.NAMESPACE
+    # Empty but in a resumed run (plugins/resume.py): which run to clone from, where to start.
+    env[contract.ORIGIN_RUN_ENV] = ir.ParameterBase64(contract.ORIGIN_RUN_PARAMETER)
+    env[contract.RESUME_STEP_ENV] = ir.ParameterBase64(contract.RESUME_STEP_PARAMETER)
     if options.production_token:
         env[Env.PRODUCTION_TOKEN] = options.production_token
     config_value = parameters.config_env_value(flow)

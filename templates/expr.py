@@ -18,8 +18,10 @@ def workflow_field(field: ir.WorkflowField) -> str:
 def parameter_base64(parameter: str) -> str:
     """A workflow parameter's value, base64-encoded by Argo: ``toBase64`` is expr-lang's
     builtin (Argo >= 3.6 evaluates ``{{=...}}`` with it); the pod decodes it
-    (compiler.command's ``base64 -d``, or pod_hooks in Python)."""
-    return "{{=toBase64(workflow.parameters['%s'])}}" % parameter
+    (compiler.command's ``base64 -d``, or pod_hooks in Python). Double quotes: in a JobSet
+    manifest, a string of YAML text that Argo substitutes in before parsing it, the value is
+    single-quoted YAML, where a ``'`` would be doubled and the expression broken."""
+    return '{{=toBase64(workflow.parameters["%s"])}}' % parameter
 
 
 def input_param(name: str) -> str:

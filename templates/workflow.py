@@ -6,6 +6,7 @@ import json
 
 from . import argo_models as m
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import RUN_USER, Api, Label
 
@@ -91,13 +92,19 @@ def _most_common_resources(wf: ir.Workflow) -> m.ResourceRequirements:
     return options[keys.index(best)]
 
 
-def _arguments(wf: ir.Workflow) -> m.Arguments | None:
+def _arguments(wf: ir.Workflow) -> m.Arguments:
     """The flow's parameters, then (with @trigger) each event's payload parameter."""
     params = [m.Parameter(name=p.name, value=p.default, description=p.description) for p in wf.parameters]
     if wf.deployment.triggers is not None:
         # Each event's payload, `null` when the run was not triggered.
         params += [m.Parameter(name=e.sanitized_name, value=sensor.NULL) for e in wf.deployment.triggers.events]
-    return m.Arguments(parameters=params) if params else None
+    params += [  # set by `argo-workflows resume` (plugins/resume.py)
+        m.Parameter(name=contract.ORIGIN_RUN_PARAMETER, value="",
+                    description="Resume: the run whose succeeded tasks this run clones (empty: a new run)."),
+        m.Parameter(name=contract.RESUME_STEP_PARAMETER, value="",
+                    description="Resume: run this step and every step after it again (empty: what did not succeed)."),
+    ]
+    return m.Arguments(parameters=params)
 
 
 def _deployment_annotations(wf: ir.Workflow) -> dict[str, str]:

@@ -192,7 +192,7 @@ def test_trigger_sensor_maps_payload_to_parameters(tmp_path):
     # the template: the event's payload parameter, its env var, the annotations
     wt_params = {p["name"]: p.get("value") for p in wt["spec"]["arguments"]["parameters"]}
     assert wt_params[dep] == "null"
-    assert env_of(wt)["METAFLOW_ARGO_EVENT_PAYLOAD_event_%s" % dep] == "{{=toBase64(workflow.parameters['%s'])}}" % dep
+    assert env_of(wt)["METAFLOW_ARGO_EVENT_PAYLOAD_event_%s" % dep] == '{{=toBase64(workflow.parameters["%s"])}}' % dep
     ann = wt["metadata"]["annotations"]
     assert json.loads(ann["metaflow/triggers"]) == [{"name": "data.ready", "type": "event"}]
     assert ann["metaflow/sensor_name"] == name

@@ -258,7 +258,7 @@ def test_argo_tags_are_spelled_as_argo_reads_them():
     assert expr.task_output("a", "task-id") == "{{tasks.a.outputs.parameters.task-id}}"
     assert expr.workflow_field(ir.WorkflowField.NAME) == "{{workflow.name}}"
     assert expr.workflow_field(ir.WorkflowField.NAMESPACE) == "{{workflow.namespace}}"
-    assert expr.parameter_base64("alpha") == "{{=toBase64(workflow.parameters['alpha'])}}"
+    assert expr.parameter_base64("alpha") == '{{=toBase64(workflow.parameters["alpha"])}}'
     assert expr.RUN_ID == "argo-{{workflow.name}}"
 
 

@@ -42,7 +42,7 @@ print(json.dumps({"ok": run.successful, "seen": t.data.seen, "types": t.data.typ
 def test_every_parameter_type(mf_env, tmp_path):
     c = compile_flow(tmp_path, mf_env, FLOW)
     declared = {p["name"]: p.get("value") for p in c.doc["spec"]["arguments"]["parameters"]}
-    assert set(declared) == {"s", "i", "f", "b", "j", "n", "req"}
+    assert set(declared) == {"s", "i", "f", "b", "j", "n", "req", "mfargo-origin-run-id", "mfargo-resume-step"}
     with pytest.raises(WorkflowError, match="req"):  # required, no default: argo submit needs -p
         c.run({"s": "x"})
     result, rec = c.run({"s": "hello world", "i": "7", "f": "2.5", "b": "False", "j": '{"a": 1}', "req": "42"})

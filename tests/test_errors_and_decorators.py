@@ -69,11 +69,12 @@ def test_parameters_reach_init_through_env_not_the_script(tmp_path):
     )
     [doc] = compile_source(tmp_path, flow("        pass\n", params=params))
     values = {p["name"]: p.get("value") for p in doc["spec"]["arguments"]["parameters"]}
-    assert values == {"alpha": "0.5", "who": "x'; rm -rf / #", "cfg": '{"a": 1}', "flag": "False", "maybe": "", "needed": None}
+    assert values == {"alpha": "0.5", "who": "x'; rm -rf / #", "cfg": '{"a": 1}', "flag": "False", "maybe": "", "needed": None,
+                      "mfargo-origin-run-id": "", "mfargo-resume-step": ""}
     start = templates(doc)["start"]
     env = {e["name"]: e["value"] for e in start["container"]["env"] if "value" in e}
     # base64 through an expression: no Argo pass or Kubernetes $(VAR) expansion reads the value
-    assert env["MFARGO_PARAM_BASE64_METAFLOW_INIT_WHO"] == "{{=toBase64(workflow.parameters['who'])}}"
+    assert env["MFARGO_PARAM_BASE64_METAFLOW_INIT_WHO"] == '{{=toBase64(workflow.parameters["who"])}}'
     assert "METAFLOW_INIT_WHO" not in env
     assert "rm -rf" not in script(start)
     assert '[ -n "${METAFLOW_INIT_MAYBE-}" ] || unset METAFLOW_INIT_MAYBE' in script(start)

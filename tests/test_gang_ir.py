@@ -54,13 +54,14 @@ def test_splitter_outputs_are_the_files_the_pod_writes(compiled):
     """Every output the splitter's template reads is a file pod_hooks writes, by the same name."""
     _, tmpl = compiled
     node = SimpleNamespace(name="start", type="foreach", parallel_foreach=True)
-    flow = SimpleNamespace(_parallel_ubf_iter=SimpleNamespace(num_parallel=4))
+    flow = SimpleNamespace(_parallel_ubf_iter=SimpleNamespace(num_parallel=4),
+                           **{pod_contract.ENTROPY_ARTIFACT: "0123456789"})  # what task_post_step kept
     written = pod_hooks.output_files("t", node, flow)
     read = {p["name"]: p["valueFrom"]["path"] for p in tmpl["start"]["outputs"]["parameters"]}
     assert read == {name: "%s/%s" % (Path.OUTPUTS, name) for name in gang_wiring.SPLITTER_OUTPUTS}
     assert set(read) <= set(written)
     assert written[pod_contract.NUM_PARALLEL_FILE] == "4" and written[pod_contract.WORKER_COUNT_FILE] == "3"
-    assert len(written[pod_contract.ENTROPY_FILE]) == pod_contract.ENTROPY_CHARS
+    assert written[pod_contract.ENTROPY_FILE] == "0123456789"
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ def test_pod_hooks_rebuild_the_ids_the_join_builds(compiled, monkeypatch, n):
     control_id = control_env[Env.CONTROL_TASK_ID].replace(gang_wiring.ENTROPY, entropy)
     monkeypatch.setenv(Env.CONTROL_TASK_ID, control_id)
     monkeypatch.setenv(Env.WORLD_SIZE, str(n))
-    in_pod = pod_hooks._gang_task_ids()
+    in_pod = pod_hooks.gang_task_ids_from_env()
 
     join_ids = _bash(naming.gang_task_ids_shell(entropy, str(n)), {}, sh.IDS).split(",")
     assert in_pod == join_ids == pod_contract.gang_task_ids(entropy, n)

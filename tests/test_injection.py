@@ -97,15 +97,18 @@ def test_payloads_arrive_intact_and_run_nothing(mf_env, tmp_path):
 
 
 def _assert_values_never_in_template_text(doc):
-    """The start step gets parameters only as base64 expressions; the JobSet has none."""
+    """The start step gets parameters only as base64 expressions; the JobSet has none of the flow's."""
     start = templates(doc)["start"]
     env = {e["name"]: e.get("value") for e in start["container"]["env"]}
     for name in VALUES:
         assert env["MFARGO_PARAM_BASE64_METAFLOW_INIT_%s" % name.upper()] == (
-            "{{=toBase64(workflow.parameters['%s'])}}" % name)
+            '{{=toBase64(workflow.parameters["%s"])}}' % name)
     text = templates(doc)["train"]["resource"]["manifest"]
     manifest = yaml.safe_load(text.replace("{{inputs.parameters.num-parallel}}", "2"))
-    assert "workflow.parameters" not in yaml.safe_dump(manifest)
+    # only the resume parameters (base64, plugins/resume.py) reach gang pods; no flow parameter
+    dumped = yaml.safe_dump(manifest)
+    assert all("workflow.parameters[\"%s\"]" % name not in dumped for name in VALUES)
+    assert dumped.count("workflow.parameters") == 2
     # Kubernetes' expansion of the env value (every name defined) gives back ENV_PAYLOAD
     pod = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     who = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}["WHO"]

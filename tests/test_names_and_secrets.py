@@ -326,7 +326,8 @@ def test_parameter_defaults_that_cannot_be_written_are_one_line(tmp_path, spec, 
 def test_json_defaults_that_can_be_written_still_compile(tmp_path):
     [doc, *_] = compile_source(tmp_path, PARAM_FLOW % "type=JSONType, default={'b': [1, 2], 'a': None}",
                                "--code-in-image", "/app")
-    [param] = doc["spec"]["arguments"]["parameters"]
+    [param, *resume_parameters] = doc["spec"]["arguments"]["parameters"]
+    assert [p["name"] for p in resume_parameters] == ["mfargo-origin-run-id", "mfargo-resume-step"]
     assert param["name"] == "p" and param["value"] == '{"a": null, "b": [1, 2]}'
 
 

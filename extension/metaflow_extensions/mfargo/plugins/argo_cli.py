@@ -18,7 +18,7 @@ from metaflow._vendor import click
 
 from mfargo import versions
 
-from . import cluster_cli, decorator_lifecycle, run_heartbeat
+from . import cluster_cli, decorator_lifecycle, resume_clone, run_heartbeat
 from . import metaflow_inputs as inputs
 
 
@@ -286,7 +286,7 @@ def _check(path: str, text: str) -> int:
     return 1
 
 
-for _command in cluster_cli.COMMANDS + (run_heartbeat.heartbeat,):
+for _command in cluster_cli.COMMANDS + (run_heartbeat.heartbeat, resume_clone.clone_task):
     argo_workflows.add_command(_command)
 
 

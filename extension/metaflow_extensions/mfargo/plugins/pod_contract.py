@@ -98,3 +98,15 @@ RETRY_ON_DEFAULT = (RETRY_ON_DISRUPTION, RETRY_ON_KILLED, RETRY_ON_TERMINATED)
 CONTROL_UNREACHABLE_EXIT = 75
 # How long a worker waits for the control (Metaflow's @kubernetes hostname_resolution_timeout default).
 CONTROL_WAIT_SECONDS = 600
+
+
+# Resuming a failed run on the cluster (plugins/resume.py): the workflow parameters that say
+# which run to clone from and where to start again, and the env they reach every pod in
+# (base64, as every run-time value: compiler/usertext.py). Empty: an ordinary run.
+ORIGIN_RUN_PARAMETER = "mfargo-origin-run-id"
+RESUME_STEP_PARAMETER = "mfargo-resume-step"
+ORIGIN_RUN_ENV = "MFARGO_ORIGIN_RUN_ID_BASE64"
+RESUME_STEP_ENV = "MFARGO_RESUME_STEP_BASE64"
+# The artifact a gang's splitter keeps its task-id entropy in, so a resumed run that clones
+# the splitter names the gang's tasks as the origin run did (and can clone them too).
+ENTROPY_ARTIFACT = "_mfargo_gang_entropy"

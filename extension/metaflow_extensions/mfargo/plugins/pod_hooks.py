@@ -60,9 +60,11 @@ class MfargoInternalDecorator(StepDecorator):
         if node.type == "foreach" and node.parallel_foreach:
             ubf = getattr(flow, "_parallel_ubf_iter", None)  # absent when num_parallel < 1 or None
             gang_size(step_name, getattr(ubf, "num_parallel", None))
+            # An artifact, so a resumed run that clones this task names the gang's tasks alike.
+            setattr(flow, contract.ENTROPY_ARTIFACT, uuid.uuid4().hex[: contract.ENTROPY_CHARS])
         if graph[step_name].parallel_step and "MF_CONTROL_INDEX" in os.environ:
             flow._control_mapper_tasks = [
-                "%s/%s/%s" % (self._run_id, step_name, task) for task in _gang_task_ids()
+                "%s/%s/%s" % (self._run_id, step_name, task) for task in gang_task_ids_from_env()
             ]
 
     def task_finished(self, step_name, flow, graph, is_task_ok, retry_count, max_user_code_retries):
@@ -110,13 +112,16 @@ def gang_size(step_name, value):
 
 
 def output_files(task_id, node, flow):
-    """File name -> content: what this task tells its successors through Argo outputs."""
+    """File name -> content: what this task tells its successors through Argo outputs.
+
+    ``flow`` is the task's flow object, or what a cloned task reads of its origin's
+    artifacts (plugins/resume.py): only artifacts are read here."""
     outputs = {contract.TASK_ID_FILE: task_id}
     if node.type == "foreach" and node.parallel_foreach:
         n = gang_size(node.name, flow._parallel_ubf_iter.num_parallel)
         outputs[contract.NUM_PARALLEL_FILE] = str(n)
         outputs[contract.WORKER_COUNT_FILE] = str(n - 1)
-        outputs[contract.ENTROPY_FILE] = uuid.uuid4().hex[: contract.ENTROPY_CHARS]
+        outputs[contract.ENTROPY_FILE] = getattr(flow, contract.ENTROPY_ARTIFACT)
     elif node.type == "foreach":
         k = int(flow._foreach_num_splits)
         outputs[contract.NUM_SPLITS_FILE] = json.dumps(list(range(k)))
@@ -165,7 +170,7 @@ def _expose_trigger():
         current._update_env({"trigger": Trigger(events)})
 
 
-def _gang_task_ids():
+def gang_task_ids_from_env():
     """The gang's task ids, rebuilt from the env the JobSet gives every pod."""
     entropy = contract.entropy_of(os.environ["MF_PARALLEL_CONTROL_TASK_ID"])
     return contract.gang_task_ids(entropy, os.environ["MF_WORLD_SIZE"])

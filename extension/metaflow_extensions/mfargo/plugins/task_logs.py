@@ -43,6 +43,8 @@ import sys
 import threading
 import time
 
+from . import resume
+
 LOG_SOURCE = b"task"  # metaflow.mflog.TASK_LOG_SOURCE: who minted the timestamps
 DRAIN_SECONDS = 10.0  # after CMD ends, how long a leftover child may keep its output pipe
 DRAIN_SECONDS_TERMINATING = 0.5  # ... when the pod is being stopped (its grace period is short)
@@ -60,6 +62,9 @@ def main(argv):
     if not argv:
         print("usage: python -m %s CMD [ARG...]" % __spec__.name, file=sys.stderr)
         return 2
+    argv = resume.plan(argv)  # a pod of a resumed run may clone its task instead
+    if isinstance(argv, int):
+        return argv
     files = {"stdout": os.environ["MFLOG_STDOUT"], "stderr": os.environ["MFLOG_STDERR"]}
     uploader = Uploader(files)
     ack_read, ack_write = os.pipe()

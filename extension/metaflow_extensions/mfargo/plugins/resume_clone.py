@@ -1,0 +1,132 @@
+"""`python flow.py argo-workflows clone-task ...`: one task of a resumed run, cloned from
+its origin run when Metaflow's rule for ``resume`` allows it (see ``resume.py``).
+
+Exit 0: cloned (Metaflow's own clone: the origin's artifacts, ``origin-run-id`` and
+``origin-task-id`` metadata, no user code), and the outputs Argo reads written from the
+origin's artifacts. Exit ``resume.RERUN_EXIT``: the task must run, the reason said on
+one line. Anything else: the resume cannot go on (a resume step that is not a step, an
+origin run with no ``_parameters`` task of this flow).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from metaflow._vendor import click
+
+from . import pod_contract as contract
+from . import pod_hooks, resume
+
+
+@click.command(name="clone-task", hidden=True, help="Clone a task of a resumed run from its origin run.")
+@click.option("--origin-run-id", required=True)
+@click.option("--resume-step", default="", help="Run this step and every step after it again.")
+@click.option("--step", "step_name", required=True)
+@click.option("--run-id", required=True)
+@click.option("--task-id", required=True)
+@click.option("--retry-count", default=0, type=int)
+@click.option("--input-paths-filename", default=None)
+@click.option("--tag", "tags", multiple=True, default=None, help="The run's tags (as `init` registers them).")
+@click.pass_obj
+def clone_task(obj, origin_run_id, resume_step, step_name, run_id, task_id, retry_count, input_paths_filename, tags):
+    from metaflow.clone_util import clone_task_helper
+
+    task = "%s/%s" % (step_name, task_id)
+    obj.metadata.add_sticky_tags(tags=tags)
+    if resume_step and resume_step not in obj.graph:
+        _fail("the resume step %r is not a step of %s" % (resume_step, obj.flow.name))
+    origin = _finished_origin(obj, origin_run_id, step_name, task_id)
+    if step_name == resume.PARAMETERS_STEP:
+        if origin is None or not origin["_task_ok"]:
+            _fail("run %s has no parameters of %s to resume from: not a run of this flow"
+                  % (origin_run_id, obj.flow.name))
+        obj.metadata.register_run_id(run_id, list(tags) or None)
+    else:
+        reason = _rerun_reason(obj, origin_run_id, origin, step_name, resume_step, input_paths_filename)
+        if reason:
+            print("mfargo: resume: %s runs again: %s" % (task, reason), flush=True)
+            sys.exit(resume.RERUN_EXIT)
+    clone_task_helper(obj.flow.name, origin_run_id, run_id, step_name, task_id, task_id,
+                      obj.flow_datastore, obj.metadata, attempt_id=retry_count)
+    out_dir = os.environ.get(contract.OUTPUT_DIR_ENV)
+    if out_dir and step_name != resume.PARAMETERS_STEP:
+        for name, value in pod_hooks.output_files(task_id, obj.graph[step_name], OriginArtifacts(origin)).items():
+            with open(os.path.join(out_dir, name), "w") as f:
+                f.write(value)
+    print("mfargo: resume: %s cloned from %s/%s" % (task, origin_run_id, task), flush=True)
+
+
+class OriginArtifacts:
+    """The origin task's artifacts as attributes, where pod_hooks reads a flow's."""
+
+    def __init__(self, datastore):
+        self._datastore = datastore
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name not in self._datastore:
+            raise AttributeError(name)
+        return self._datastore[name]
+
+
+def steps_to_rerun(graph, resume_step):
+    """The resume step and every step after it (Metaflow's resume rule)."""
+    rerun = {resume_step} if resume_step else set()
+    for name in graph.sorted_nodes:
+        if name in rerun:
+            rerun.update(graph[name].out_funcs)
+    return rerun
+
+
+def _finished_origin(obj, origin_run_id, step_name, task_id):
+    """The origin task's datastore (its last finished attempt), or None."""
+    from metaflow.exception import MetaflowException
+
+    try:
+        return obj.flow_datastore.get_task_datastore(origin_run_id, step_name, task_id)
+    except MetaflowException:
+        return None
+
+
+def _rerun_reason(obj, origin_run_id, origin, step_name, resume_step, input_paths_filename):
+    if step_name in steps_to_rerun(obj.graph, resume_step):
+        return "it is the resume step %s or after it" % resume_step
+    if origin is None:
+        return "the origin run has no finished task of the same id"
+    if not origin["_task_ok"]:
+        return "it failed in the origin run"
+    node = obj.graph[step_name]
+    if node.parallel_step:  # a gang is cloned whole or runs whole
+        for rank_task in pod_hooks.gang_task_ids_from_env():
+            rank = _finished_origin(obj, origin_run_id, step_name, rank_task)
+            if rank is None or not rank["_task_ok"]:
+                return "task %s of its gang did not succeed in the origin run" % rank_task
+    if node.type == "foreach" and node.parallel_foreach and contract.ENTROPY_ARTIFACT not in origin:
+        return "the origin run did not record its gang's task ids"
+    for path in _input_paths(input_paths_filename):
+        if not _was_cloned(obj.flow.name, path):
+            return "its input %s ran again" % path
+    return None
+
+
+def _input_paths(filename):
+    from metaflow.util import decompress_list
+
+    if not filename:
+        return []
+    with open(filename, encoding="utf-8") as f:
+        text = f.read().strip(" \n\"'")
+    return [p for p in decompress_list(text) if p.split("/")[1] != resume.PARAMETERS_STEP] if text else []
+
+
+def _was_cloned(flow_name, path):
+    """Whether task ``run/step/id`` of this run is a clone (Metaflow's clone records
+    ``origin-task-id``; a task that ran records only ``origin-run-id``)."""
+    from metaflow import Task
+
+    return "origin-task-id" in Task("%s/%s" % (flow_name, path), _namespace_check=False).metadata_dict
+
+
+def _fail(message):
+    print("mfargo: resume: %s" % message, file=sys.stderr, flush=True)
+    sys.exit(1)

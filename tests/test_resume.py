@@ -1,0 +1,354 @@
+"""Resuming a failed run from its compiled YAML (plugins/resume.py, resume_clone.py), run
+by `mfargo run` on Metaflow's local datastore, and compared with Metaflow's own `resume`
+of the same origin run."""
+import base64
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flowtools import clean_env, compile_file, gang_flow, templates, write_flow
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
+from metaflow_extensions.mfargo.plugins import resume
+
+MFARGO = str(Path(sys.executable).parent / "mfargo")
+
+FOREACH_FLOW = '''
+import os
+from metaflow import FlowSpec, Parameter, step
+
+
+def ran(flow, what):
+    """User code's own trace: one line per task that ran its step's code."""
+    with open(os.path.join(os.environ["RESUME_TEST_DIR"], "ran.log"), "a") as f:
+        f.write(what + "\\n")
+
+
+class ResumeFlow(FlowSpec):
+    word = Parameter("word", default="first")
+
+    @step
+    def start(self):
+        ran(self, "start")
+        self.items = [1, 2, 3]
+        self.next(self.square, foreach="items")
+
+    @step
+    def square(self):
+        ran(self, "square %d" % self.input)
+        self.value = self.input * self.input
+        if self.input == 2 and os.path.exists(os.path.join(os.environ["RESUME_TEST_DIR"], "fail")):
+            raise RuntimeError("the flag file says fail")
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        ran(self, "join")
+        self.total = sum(i.value for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        ran(self, "end")
+        self.said = self.word
+
+
+if __name__ == "__main__":
+    ResumeFlow()
+'''
+
+GANG_IN_FOREACH = '''
+import os
+from metaflow import FlowSpec, current, parallel, step
+
+
+def ran(what):
+    with open(os.path.join(os.environ["RESUME_TEST_DIR"], "ran.log"), "a") as f:
+        f.write(what + "\\n")
+
+
+class GangResumeFlow(FlowSpec):
+    @step
+    def start(self):
+        self.splits = [0, 1]
+        self.next(self.fan, foreach="splits")
+
+    @step
+    def fan(self):
+        self.split = self.input
+        self.next(self.train, num_parallel=3)
+
+    @parallel
+    @step
+    def train(self):
+        self.rank = current.parallel.node_index
+        ran("train %d %d" % (self.split, self.rank))
+        if (self.split, self.rank) == (1, 1) and os.path.exists(os.path.join(os.environ["RESUME_TEST_DIR"], "fail")):
+            raise RuntimeError("the flag file says fail")
+        self.next(self.gather)
+
+    @step
+    def gather(self, inputs):
+        self.ranks = sorted((i.split, i.rank) for i in inputs)
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.all_ranks = sorted(r for i in inputs for r in i.ranks)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    GangResumeFlow()
+'''
+
+READ_RUN = """
+import json, sys
+from metaflow import Run, namespace
+namespace(None)
+run = Run(sys.argv[1])
+tasks = {}
+for step in run:
+    for task in step:
+        md = task.metadata_dict
+        index = task.index
+        tasks["%s/%s" % (step.id, task.id)] = {"cloned": "origin-task-id" in md, "origin": md.get("origin-run-id"),
+                                               "index": index, "ok": task.successful}
+end = run["end"].task.data if "end" in run else None
+print(json.dumps({"ok": run.successful, "tasks": tasks,
+                  "end": {k: getattr(end, k) for k in sys.argv[2:] if hasattr(end, k)}}))
+"""
+
+
+class Project:
+    """A flow compiled once, run by `mfargo run` on one local datastore."""
+
+    def __init__(self, tmp_path: Path, source: str):
+        self.dir = tmp_path
+        self.flow = write_flow(tmp_path, source)
+        compile_file(self.flow, "--code-in-image", "/app", "--output-file", "wf.yaml")
+        self.env = clean_env(home=tmp_path / "mfhome", HOME=str(tmp_path), RESUME_TEST_DIR=str(tmp_path),
+                             METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path / "mf"))
+
+    def run(self, *args: str) -> tuple[str, subprocess.CompletedProcess]:
+        (self.dir / "ran.log").unlink(missing_ok=True)
+        ids = self.dir / "run-id"
+        ids.unlink(missing_ok=True)
+        proc = subprocess.run([MFARGO, "run", "wf.yaml", "--code-dir", str(self.dir), "--run-id-file", str(ids),
+                               "--timeout", "240", *args],
+                              cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=300)
+        return ids.read_text().strip(), proc
+
+    def ran(self) -> list[str]:
+        log = self.dir / "ran.log"
+        return sorted(log.read_text().splitlines()) if log.exists() else []
+
+    def read(self, flow: str, run_id: str, *artifacts: str) -> dict:
+        proc = subprocess.run([sys.executable, "-c", READ_RUN, "%s/%s" % (flow, run_id), *artifacts],
+                              cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def metaflow_resume(self, origin: str) -> str:
+        """Metaflow's own local `resume` of the same origin run (the reference)."""
+        proc = subprocess.run([sys.executable, self.flow.name, "--datastore=local", "--metadata=local", "resume",
+                               "--origin-run-id", origin, "--run-id-file", "mf-run-id"],
+                              cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return (self.dir / "mf-run-id").read_text().strip()
+
+
+def _by_index(tasks: dict) -> dict:
+    """Each task as (step, foreach index) -> cloned: task ids differ between the engines."""
+    return {(path.split("/")[0], info["index"]): info["cloned"] for path, info in tasks.items()}
+
+
+def test_a_resumed_foreach_clones_what_succeeded_as_metaflows_resume_does(tmp_path):
+    project = Project(tmp_path, FOREACH_FLOW)
+    (tmp_path / "fail").touch()
+    origin, first = project.run("-p", "word=from-the-origin")
+    assert first.returncode != 0
+    (tmp_path / "fail").unlink()
+
+    resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    # User code ran only where the origin had not succeeded; start and two squares were cloned.
+    assert project.ran() == ["end", "join", "square 2"]
+    got = project.read("ResumeFlow", resumed, "total", "said")
+    assert got["ok"] is True
+    assert got["end"] == {"total": 14, "said": "from-the-origin"}  # the origin's Parameters
+    assert {p for p, t in got["tasks"].items() if t["cloned"]} == {"start/start", "square/square-0", "square/square-2"}
+    assert all(t["origin"] == origin for t in got["tasks"].values())
+
+    reference = project.read("ResumeFlow", project.metaflow_resume(origin), "total", "said")
+    assert _by_index(got["tasks"]) == _by_index(reference["tasks"])
+    assert got["end"] == reference["end"]
+
+
+def test_a_resume_step_runs_that_step_and_every_step_after_it_again(tmp_path):
+    project = Project(tmp_path, FOREACH_FLOW)
+    origin, first = project.run()
+    assert first.returncode == 0, first.stderr[-3000:]
+    resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin),
+                                  "-p", "%s=square" % contract.RESUME_STEP_PARAMETER)
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert project.ran() == ["end", "join", "square 1", "square 2", "square 3"]
+    got = project.read("ResumeFlow", resumed)
+    assert {p for p, t in got["tasks"].items() if t["cloned"]} == {"start/start"}
+
+
+def test_a_gang_is_cloned_whole_or_runs_whole(tmp_path):
+    project = Project(tmp_path, GANG_IN_FOREACH)
+    (tmp_path / "fail").touch()
+    origin, first = project.run()
+    assert first.returncode != 0
+    (tmp_path / "fail").unlink()
+    resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
+    assert second.returncode == 0, second.stdout[-3000:]
+    # Split 1's gang failed (rank 1): all three of its ranks ran again, split 0's none.
+    assert project.ran() == ["train 1 0", "train 1 1", "train 1 2"]
+    got = project.read("GangResumeFlow", resumed, "all_ranks")
+    cloned = {p for p, t in got["tasks"].items() if t["cloned"]}
+    trains = {p for p in got["tasks"] if p.startswith("train/")}
+    assert len(trains) == 6 and len(trains & cloned) == 3
+    origin_tasks = project.read("GangResumeFlow", origin)["tasks"]
+    assert trains == {p for p in origin_tasks if p.startswith("train/")}  # the same task ids as the origin's
+    assert got["ok"] is True
+
+
+def test_a_resume_step_that_is_no_step_fails_the_run_in_one_line(tmp_path):
+    project = Project(tmp_path, FOREACH_FLOW)
+    origin, first = project.run()
+    assert first.returncode == 0
+    _, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin),
+                            "-p", "%s=nope" % contract.RESUME_STEP_PARAMETER)
+    assert second.returncode != 0
+    assert "mfargo: resume: the resume step 'nope' is not a step of ResumeFlow" in second.stdout + second.stderr
+    assert project.ran() == []
+
+
+def test_an_origin_that_is_not_a_run_of_the_flow_fails_the_run_in_one_line(tmp_path):
+    project = Project(tmp_path, FOREACH_FLOW)
+    _, second = project.run("-p", "%s=argo-no-such-run" % contract.ORIGIN_RUN_PARAMETER)
+    assert second.returncode != 0
+    assert ("mfargo: resume: run argo-no-such-run has no parameters of ResumeFlow to resume from: "
+            "not a run of this flow") in second.stdout + second.stderr
+    assert project.ran() == []
+
+
+# -- the YAML -------------------------------------------------------------------------------
+
+
+def test_every_template_takes_the_resume_parameters_and_passes_them_to_every_pod(tmp_path):
+    flow = write_flow(tmp_path, gang_flow("GangFlow"))
+    [doc] = [d for d in yaml.safe_load_all(compile_file(flow, "--code-in-image", "/app").stdout)
+             if d["kind"] == "WorkflowTemplate"]
+    params = {p["name"]: p["value"] for p in doc["spec"]["arguments"]["parameters"]}
+    assert params[contract.ORIGIN_RUN_PARAMETER] == "" and params[contract.RESUME_STEP_PARAMETER] == ""
+    wanted = {contract.ORIGIN_RUN_ENV: contract.ORIGIN_RUN_PARAMETER,
+              contract.RESUME_STEP_ENV: contract.RESUME_STEP_PARAMETER}
+    defaults = {e["name"]: e.get("value") for e in doc["spec"]["templateDefaults"]["container"]["env"]}
+    for env, parameter in wanted.items():
+        assert defaults[env] == '{{=toBase64(workflow.parameters["%s"])}}' % parameter
+    [gang] = [t for t in templates(doc).values() if "resource" in t]
+    text = gang["resource"]["manifest"]
+    # Argo substitutes into the manifest's text before parsing it: each expression there must
+    # be exactly what the compiler wrote (a single-quoted YAML scalar would double a `'`).
+    expressions = set(re.findall(r"\{\{=(.*?)\}\}", text))
+    assert {'toBase64(workflow.parameters["%s"])' % p for p in wanted.values()} <= expressions
+    value = base64.b64encode(b"argo-x'y\"z").decode()
+    text = re.sub(r"\{\{=toBase64\(workflow\.parameters\[\"[^\"]+\"\]\)\}\}", value, text)
+    substituted = yaml.safe_load(re.sub(r"\{\{[^}]*\}\}", "7", text))  # counts, names: any word
+    for job in substituted["spec"]["replicatedJobs"]:
+        env = {e["name"]: e.get("value") for e in job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env[contract.ORIGIN_RUN_ENV] == value and env[contract.RESUME_STEP_ENV] == value
+
+
+# -- the pod's plan --------------------------------------------------------------------------
+
+STEP = ["python", "flow.py", "--quiet", "--with", "x", "step", "square", "--run-id", "argo-new", "--task-id",
+        "square-1", "--input-paths-filename", "/tmp/paths", "--retry-count", "2", "--tag", "step"]
+INIT = ["flow.py", "--quiet", "init", "--run-id", "argo-new", "--task-id", "t-params", "--tag", "nightly"]
+START = ["flow.py", "--quiet", "step", "start", "--run-id", "argo-new", "--task-id", "start",
+         "--input-paths-filename", "/tmp/p"]
+
+
+def _env(origin="argo-old", step=""):
+    encode = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
+    return {contract.ORIGIN_RUN_ENV: encode(origin) if origin else "", contract.RESUME_STEP_ENV: encode(step)}
+
+
+@pytest.fixture()
+def calls(monkeypatch):
+    """The clone commands a plan runs, answered from ``calls.answers`` in order."""
+    class Calls(list):
+        answers: list = []
+
+    made = Calls()
+
+    def call(argv):
+        made.append(argv)
+        return made.answers.pop(0)
+
+    monkeypatch.setattr(resume.subprocess, "call", call)
+    return made
+
+
+def _clone_options(argv):
+    at = argv.index("clone-task")
+    options, words = {}, argv[at + 1:]
+    for name, value in zip(words[::2], words[1::2]):
+        options.setdefault(name, []).append(value)
+    return argv[:at], options
+
+
+def test_an_ordinary_run_keeps_its_command(calls):
+    assert resume.plan(list(STEP), _env(origin="")) == STEP
+    assert calls == []
+
+
+def test_a_step_that_can_be_cloned_runs_no_command(calls):
+    calls.answers = [0]
+    assert resume.plan(list(STEP), _env(step="join")) == 0
+    prefix, options = _clone_options(calls[0])
+    assert prefix == ["python", "flow.py", "--quiet", "--with", "x", "argo-workflows"]
+    assert options == {"--origin-run-id": ["argo-old"], "--resume-step": ["join"], "--step": ["square"],
+                       "--run-id": ["argo-new"], "--task-id": ["square-1"], "--retry-count": ["2"],
+                       "--input-paths-filename": ["/tmp/paths"], "--tag": ["step"]}
+
+
+def test_a_step_that_cannot_be_cloned_runs_with_its_origin_recorded(calls):
+    calls.answers = [resume.RERUN_EXIT]
+    assert resume.plan(list(STEP), _env()) == STEP + ["--clone-run-id", "argo-old"]
+
+
+def test_a_failed_clone_ends_the_task_with_its_status(calls):
+    calls.answers = [1]
+    assert resume.plan(list(STEP), _env()) == 1
+
+
+def test_init_and_start_clone_the_parameters_then_the_start_step(calls):
+    from metaflow_extensions.mfargo.plugins import init_and_start
+
+    argv = ["python", "-m", init_and_start.__name__, str(len(INIT)), *INIT, *START]
+    calls.answers = [0, resume.RERUN_EXIT]
+    assert resume.plan(argv, _env()) == ["python", *START, "--clone-run-id", "argo-old"]
+    _, params = _clone_options(calls[0])
+    assert params["--step"] == ["_parameters"] and params["--task-id"] == ["t-params"]
+    assert params["--tag"] == ["nightly"]
+    _, start = _clone_options(calls[1])
+    assert start["--step"] == ["start"] and start["--input-paths-filename"] == ["/tmp/p"]
+
+
+def test_a_command_that_is_not_a_task_is_left_alone(calls):
+    hook = ["python", "-c", "print('exit hook')"]
+    assert resume.plan(list(hook), _env()) == hook
+    assert calls == []
