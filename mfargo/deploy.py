@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo import owners, tokens
 from mfargo.cluster import CRON_WORKFLOWS, SENSORS, WORKFLOW_TEMPLATES, Cluster, Resource
 from mfargo.compiler import naming
@@ -299,10 +300,39 @@ def trigger(target: Target, parameters: dict[str, str], identity: str) -> str:
     return naming.run_id(created["metadata"]["name"])
 
 
-def checked_run(target: Target, run_id: str, authorize: str | None, command: str) -> str:
-    """The Workflow name of ``run_id`` once it is known to be this flow's and ours to change."""
-    name = workflow_name(run_id)
-    wf = target.cluster.get_workflow(name)
+def resume(target: Target, origin_run_id: str, step: str, identity: str) -> str:
+    """Submit a run that resumes ``origin_run_id`` (plugins/resume.py); returns its run id.
+
+    The origin must be an ended run of this deployed template: its tasks are cloned by id,
+    and a run still going would be cloned half-way. Its Parameters are the new run's
+    (Metaflow's rule: the pods clone its ``_parameters`` task); they are passed again only
+    so that Argo shows them."""
+    if target.existing() is None:
+        raise DeployError("workflow %s is not deployed in namespace %s: run `argo-workflows create` first"
+                          % (target.name, target.namespace))
+    wf = _owned_run(target, origin_run_id)
+    made_by = ((wf.get("spec") or {}).get("workflowTemplateRef") or {}).get("name")
+    if made_by != target.name:
+        raise DeployError("run %s is not a run of the workflow %s (it was started from %s)"
+                          % (origin_run_id, target.name, made_by or "no WorkflowTemplate"))
+    phase = (wf.get("status") or {}).get("phase")
+    if phase in (None, "", "Pending", "Running"):
+        raise DeployError("run %s has not ended: resume it once it has (`argo-workflows terminate %s` ends it)"
+                          % (origin_run_id, origin_run_id))
+    given = (wf.get("spec") or {}).get("arguments", {}).get("parameters") or []
+    resume_parameters = {contract.ORIGIN_RUN_PARAMETER: origin_run_id, contract.RESUME_STEP_PARAMETER: step}
+    parameters = {p["name"]: p["value"] for p in given if "value" in p and p["name"] not in resume_parameters}
+    kind, _, who = identity.partition(":")
+    created = target.cluster.submit(
+        target.name, {**parameters, **resume_parameters},
+        annotations={Label.TRIGGERED_BY: json.dumps({"type": kind, "name": who or "unknown"})},
+    )
+    return naming.run_id(created["metadata"]["name"])
+
+
+def _owned_run(target: Target, run_id: str) -> dict:
+    """The Workflow of ``run_id``, once it is known to be a run of this flow, project and branch."""
+    wf = target.cluster.get_workflow(workflow_name(run_id))
     if wf is None:
         raise DeployError("no run %s in namespace %s" % (run_id, target.namespace))
     ann = annotations(wf)
@@ -316,6 +346,13 @@ def checked_run(target: Target, run_id: str, authorize: str | None, command: str
         if target.branch != ann.get(Label.BRANCH_NAME):
             raise DeployError("run %s belongs to branch %s; use --branch or --production to target it"
                               % (run_id, ann.get(Label.BRANCH_NAME)))
+    return wf
+
+
+def checked_run(target: Target, run_id: str, authorize: str | None, command: str) -> str:
+    """The Workflow name of ``run_id`` once it is known to be this flow's and ours to change."""
+    name = workflow_name(run_id)
+    ann = annotations(_owned_run(target, run_id))
     if not authorized(target, ann, authorize):
         raise DeployError("run %s was started by a deployment of %s with a production token you do not have; "
                           "ask for it and run `argo-workflows %s --authorize TOKEN %s`"

@@ -319,3 +319,42 @@ def test_no_kube_config_and_connection_refused(env, kube, tmp_path):  # noqa: F8
     line = one_line_error(env.run("status", "argo-helloflow-abc", check=False))
     assert line == ("mfargo: get workflows helloflow-abc: cannot reach the Kubernetes API at %s: connection refused"
                     % url)
+
+
+# -- resume --------------------------------------------------------------------------------------
+
+
+def test_resume_starts_a_run_with_the_origin_and_its_parameters(env, kube):  # noqa: F811
+    env.create()
+    env.run("trigger", "--who", "bob")
+    [origin] = [k[4] for k in kube.objects if k[3] == "workflows"]
+    wf = kube.get("workflows", origin, "ns1")
+    wf["metadata"]["annotations"].update(template_of(kube)["spec"]["workflowMetadata"]["annotations"])
+    origin_id = "argo-" + origin
+
+    # Not ended yet: nothing is started.
+    kube.reset_log()
+    line = one_line_error(env.run("resume", "--origin-run-id", origin_id, check=False))
+    assert line == ("mfargo: run %s has not ended: resume it once it has (`argo-workflows terminate %s` ends it)"
+                    % (origin_id, origin_id))
+    wf["status"] = {"phase": "Failed", "finishedAt": "2024-01-01T00:00:00Z"}
+    assert one_line_error(env.run("resume", "nope", "--origin-run-id", origin_id, check=False)) == (
+        "mfargo: STEP_TO_RERUN 'nope' is not a step of HelloFlow")
+    assert one_line_error(env.run("resume", "--origin-run-id", "argo-helloflow-gone", check=False)) == (
+        "mfargo: no run argo-helloflow-gone in namespace ns1")
+    assert not kube.calls("POST")
+
+    run_id_file = env.dir / "resumed"
+    proc = env.run("resume", "end", "--origin-run-id", origin_id, "--run-id-file", str(run_id_file))
+    [post] = kube.calls("POST")
+    assert post.body["spec"]["workflowTemplateRef"] == {"name": "helloflow"}
+    assert {p["name"]: p["value"] for p in post.body["spec"]["arguments"]["parameters"]} == {
+        "who": "bob", "times": "1", "loud": "False", "extra": '{"a": 1}',  # the origin's, as it was started
+        "mfargo-origin-run-id": origin_id, "mfargo-resume-step": "end"}
+    resumed = run_id_file.read_text()
+    assert resumed != origin_id and resumed in proc.stderr and origin_id in proc.stderr
+
+    # A run of another template (same flow) is not this deployment's to resume.
+    wf["spec"]["workflowTemplateRef"] = {"name": "helloflow-other"}
+    assert one_line_error(env.run("resume", "--origin-run-id", origin_id, check=False)) == (
+        "mfargo: run %s is not a run of the workflow helloflow (it was started from helloflow-other)" % origin_id)

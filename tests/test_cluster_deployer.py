@@ -63,6 +63,14 @@ def test_deployer_create_trigger_and_manage_a_run(deployer_env, kube):  # noqa: 
     assert run.status == "Failed" and not run.is_running
     assert run.terminate() is False  # already finished: the command exits 1
 
+    kube.reset_log()
+    resumed = deployed.resume(origin_run_id=run.pathspec.split("/")[1], step_to_rerun="end")
+    [post] = kube.calls("POST", "workflows")
+    params = {p["name"]: p["value"] for p in post.body["spec"]["arguments"]["parameters"]}
+    assert params["mfargo-origin-run-id"] == run.pathspec.split("/")[1] and params["mfargo-resume-step"] == "end"
+    assert params["who"] == "deployer"
+    assert resumed.pathspec.startswith("HelloFlow/argo-") and resumed.pathspec != run.pathspec
+
     assert deployed.delete() is True
     assert kube.names("workflowtemplates", "ns1") == []
     assert deployed.production_token is None

@@ -1,4 +1,4 @@
-"""The `argo-workflows` commands that act on a deployed workflow and its runs: `trigger`,
+"""The `argo-workflows` commands that act on a deployed workflow and its runs: `trigger`, `resume`,
 `status`, `terminate`, `suspend`, `unsuspend`, `delete`, `list-workflow-templates`.
 
 They behave like Metaflow's own; run ids are `argo-<Workflow name>`. Only options and output
@@ -68,16 +68,44 @@ def _trigger_command():
             if value is not None:
                 params[param.name] = deploy.parameter_string(param, value)
         run_id = deploy.trigger(target, params, resolve_identity())
-        if run_id_file:
-            with open(run_id_file, "w") as f:
-                f.write(run_id)
-        if deployer_attribute_file:
-            with open(deployer_attribute_file, "w") as f:
-                json.dump({"name": target.name, "metadata": obj.metadata.metadata_str(),
-                           "pathspec": "%s/%s" % (obj.flow.name, run_id)}, f)
+        _say_run(obj, target, run_id, run_id_file, deployer_attribute_file)
         obj.echo("Workflow *%s* triggered on Argo Workflows (run-id *%s*)." % (target.name, run_id), bold=True)
 
     return trigger
+
+
+@click.command(help="Resume a run on Argo Workflows: a new run clones the tasks that succeeded "
+                    "(before STEP_TO_RERUN, if given) and runs the rest.")
+@click.argument("step-to-rerun", required=False, default=None)
+@click.option("--origin-run-id", required=True, help="The run to resume (argo-...); it must have ended.")
+@click.option("--run-id-file", default=None, help="Write the id of the new run to this file.")
+@click.option("--deployer-attribute-file", default=None, hidden=True,
+              help="Write the run's metadata and pathspec to this file (Metaflow's Deployer API).")
+@click.pass_obj
+@_one_line
+def resume(obj, origin_run_id, step_to_rerun=None, run_id_file=None, deployer_attribute_file=None):
+    from metaflow.util import resolve_identity
+
+    from mfargo import deploy
+
+    if step_to_rerun is not None and step_to_rerun not in obj.graph:
+        raise deploy.DeployError("STEP_TO_RERUN %r is not a step of %s" % (step_to_rerun, obj.flow.name))
+    target = _target(obj)
+    run_id = deploy.resume(target, origin_run_id, step_to_rerun or "", resolve_identity())
+    _say_run(obj, target, run_id, run_id_file, deployer_attribute_file)
+    obj.echo("Workflow *%s* resumed from *%s* on Argo Workflows (run-id *%s*)." % (target.name, origin_run_id, run_id),
+             bold=True)
+
+
+def _say_run(obj, target, run_id, run_id_file, deployer_attribute_file):
+    """Where a started run's id goes: a file, and the Deployer API's attribute file."""
+    if run_id_file:
+        with open(run_id_file, "w") as f:
+            f.write(run_id)
+    if deployer_attribute_file:
+        with open(deployer_attribute_file, "w") as f:
+            json.dump({"name": target.name, "metadata": obj.metadata.metadata_str(),
+                       "pathspec": "%s/%s" % (obj.flow.name, run_id)}, f)
 
 
 @click.command(help="Print the status of a run on Argo Workflows.")
@@ -130,6 +158,7 @@ def list_workflow_templates(obj, all_=False):
 
 COMMANDS = (
     _trigger_command(),
+    resume,
     status,
     _run_command("terminate", "Terminated", "Terminate a run on Argo Workflows."),
     _run_command("suspend", "Suspended", "Suspend a run on Argo Workflows."),

@@ -129,6 +129,17 @@ class MfargoDeployedFlow(DeployedFlow):
         raise Exception("Error triggering %s on %s for %s" % (self.deployer.name, self.deployer.TYPE,
                                                                self.deployer.flow_file))
 
+    def resume(self, origin_run_id: str, step_to_rerun: Optional[str] = None) -> MfargoTriggeredRun:
+        """Start a run that resumes ``origin_run_id`` (ended): the tasks that succeeded before
+        ``step_to_rerun`` (all that succeeded, if None) are cloned, the rest run."""
+        kwargs = {"origin_run_id": origin_run_id}
+        if step_to_rerun is not None:
+            kwargs["step_to_rerun"] = step_to_rerun
+        code, content = _run_cli(self.deployer, "resume", attribute_file=True, **kwargs)
+        if code == 0:
+            return MfargoTriggeredRun(deployer=self.deployer, content=content)
+        raise Exception("Error resuming %s of %s on %s" % (origin_run_id, self.deployer.name, self.deployer.TYPE))
+
     def delete(self, **kwargs) -> bool:
         """Delete the deployment (`authorize=` a production token if needed); True on success."""
         code, _ = _run_cli(self.deployer, "delete", **kwargs)
