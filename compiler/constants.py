@@ -150,6 +150,7 @@ class Param:
     NUM_PARALLEL: Final = contract.NUM_PARALLEL_FILE
     WORKER_COUNT: Final = contract.WORKER_COUNT_FILE
     ENTROPY: Final = contract.ENTROPY_FILE
+    JOBSET_ID: Final = contract.JOBSET_ID_FILE
     TASK_ID: Final = contract.TASK_ID_FILE
     ITERATION: Final = "iteration"
     INPUT_PATHS: Final = "input-paths"

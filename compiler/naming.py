@@ -253,9 +253,10 @@ def gang_task_ids_shell(entropy: str, num_parallel: str) -> list[sh.Line]:
     return sh.id_list_lines(sh.Lit(control_task_id(entropy)), worker_task_id(entropy, ""), num_parallel, offset=1)
 
 
-def jobset_name(entropy: str, attempt: str | None) -> str:
-    """One JobSet per attempt: `create` of an existing name fails (argo#6150)."""
-    return JOBSET_PREFIX + entropy + ("" if attempt is None else "-" + attempt)
+def jobset_name(jobset_id: str, attempt: str | None) -> str:
+    """One JobSet per attempt: `create` of an existing name fails (argo#6150). ``jobset_id``
+    is the splitter's J, new in every run, resumed runs included (pod_contract)."""
+    return JOBSET_PREFIX + jobset_id + ("" if attempt is None else "-" + attempt)
 
 
 def control_host(jobset: str, first_job: str, namespace: str) -> str:

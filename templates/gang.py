@@ -1,6 +1,6 @@
 """What a gang (``ir.Gang``) means to the templates around it, spelled once.
 
-A gang links three steps: the splitter writes N, N-1 and the entropy E as outputs; the
+A gang links three steps: the splitter writes N, N-1, the entropy E and the JobSet id J; the
 @parallel step receives them and runs as a JobSet (``jobset.py`` builds its resource
 template and manifest from what is here); the join receives N and E and rebuilds the
 gang's task ids in its own bash. Every argument, output, id and path between them is
@@ -20,12 +20,13 @@ from metaflow_extensions.mfargo.plugins import gang_attempt, gang_control
 from . import common, expr
 
 # What the splitter's pod writes (pod_contract's file names) and its template outputs.
-SPLITTER_OUTPUTS = (Param.NUM_PARALLEL, Param.WORKER_COUNT, Param.ENTROPY)
+SPLITTER_OUTPUTS = (Param.NUM_PARALLEL, Param.WORKER_COUNT, Param.ENTROPY, Param.JOBSET_ID)
 # The join needs the size and the entropy only.
 JOIN_INPUTS = (Param.NUM_PARALLEL, Param.ENTROPY)
 
 # Inside the gang's templates: the values the splitter produced, as input tags.
 ENTROPY = expr.input_param(Param.ENTROPY)
+JOBSET_ID = expr.input_param(Param.JOBSET_ID)
 NUM_PARALLEL = expr.input_param(Param.NUM_PARALLEL)
 WORKER_REPLICAS = expr.input_param(Param.WORKER_COUNT)
 
@@ -36,8 +37,8 @@ def step_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
 
 
 def report_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
-    """(name, value) of what the DAG passes the failure report: E, to find the JobSets."""
-    return _from_splitter(gang, (Param.ENTROPY,))
+    """(name, value) of what the DAG passes the failure report: E for the task ids, J to find the JobSets."""
+    return _from_splitter(gang, (Param.ENTROPY, Param.JOBSET_ID))
 
 
 def join_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
@@ -52,7 +53,7 @@ def _from_splitter(gang: ir.Gang, names) -> list[tuple[str, str]]:
 
 def jobset_name(step: ir.Step) -> str:
     """One JobSet per Argo attempt; `{{retries}}` only exists when a retryStrategy does."""
-    return naming.jobset_name(ENTROPY, common.attempt_tag(step.retry))
+    return naming.jobset_name(JOBSET_ID, common.attempt_tag(step.retry))
 
 
 def pod_input_path(gang: ir.Gang, ctx: str) -> sh.Line:

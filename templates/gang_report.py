@@ -70,7 +70,7 @@ def jobset_names(step: ir.Step) -> list[str]:
     """The step's JobSet of every Argo attempt, newest first (one name without retries)."""
     if common.attempt_tag(step.retry) is None:
         return [gang.jobset_name(step)]
-    return [naming.jobset_name(gang.ENTROPY, str(n)) for n in range(step.retry.total, -1, -1)]
+    return [naming.jobset_name(gang.JOBSET_ID, str(n)) for n in range(step.retry.total, -1, -1)]
 
 
 def report_compute(step: ir.Step, wf: ir.Workflow) -> ir.Compute:

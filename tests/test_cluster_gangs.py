@@ -76,6 +76,8 @@ def deployed(env: dict, *flows: Path):
         runs.append(trigger(env, flow, *params))
         return runs[-1]
 
+    start.runs = runs  # runs started otherwise (a resume) are added here, to be deleted too
+
     try:
         for flow in flows:
             flow_cmd(env, flow, "argo-workflows", "create")

@@ -222,8 +222,8 @@ def test_every_gang_task_has_a_report_task_beside_it_and_no_hook(training_docs):
         report = templates[report_task["template"]]
         args = report_task["arguments"]["parameters"]
         assert [p["name"] for p in report["inputs"]["parameters"]] == [p["name"] for p in args]
-        entropy = {p["name"]: p["value"] for p in task["arguments"]["parameters"]}["task-id-entropy"]
-        assert args == [{"name": "task-id-entropy", "value": entropy}]
+        given = {p["name"]: p["value"] for p in task["arguments"]["parameters"]}
+        assert args == [{"name": name, "value": given[name]} for name in ("task-id-entropy", "jobset-id")]
         container = report["container"]
         assert "command" not in container  # templateDefaults' shared command gets the code first
         argv = shlex.split(container["args"][0])

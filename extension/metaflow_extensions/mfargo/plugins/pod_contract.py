@@ -18,6 +18,9 @@ SWITCH_STEP_FILE = "switch-step"
 NUM_PARALLEL_FILE = "num-parallel"  # the gang size N (the splitter's num_parallel)
 WORKER_COUNT_FILE = "worker-count"  # N - 1: the worker job's replicas (when the control has its own pod)
 ENTROPY_FILE = "task-id-entropy"  # E, minted once per gang (per split) by the splitter
+# J, minted each time the splitter's task runs or is cloned: names the gang's JobSets, which
+# must differ between runs even where a resumed run keeps the gang's task ids (E).
+JOBSET_ID_FILE = "jobset-id"
 
 # The task-id roles (Metaflow's contract): rank 0 is the control, ranks 1..N-1 the workers.
 CONTROL_ROLE = "control"

@@ -122,6 +122,7 @@ def output_files(task_id, node, flow):
         outputs[contract.NUM_PARALLEL_FILE] = str(n)
         outputs[contract.WORKER_COUNT_FILE] = str(n - 1)
         outputs[contract.ENTROPY_FILE] = getattr(flow, contract.ENTROPY_ARTIFACT)
+        outputs[contract.JOBSET_ID_FILE] = uuid.uuid4().hex[: contract.ENTROPY_CHARS]
     elif node.type == "foreach":
         k = int(flow._foreach_num_splits)
         outputs[contract.NUM_SPLITS_FILE] = json.dumps(list(range(k)))
