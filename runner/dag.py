@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from . import depends as dep
+from .expr import DEPENDS, depends_holds, depends_tasks, parse
 from .fanout import Boundary, run_task
 from .model import BAD_PHASES, ERROR, OMITTED, SUCCEEDED, WorkflowError
 from .nodes import Node, continues, view
@@ -58,20 +58,12 @@ def check_acyclic(deps: dict[str, list[str]]) -> None:
 
 
 def depends_trees(tasks: list[dict], by_name: dict[str, dict]) -> dict[str, Any]:
-    """Each task's parsed ``depends`` (or legacy ``dependencies``); unknown names refused."""
+    """Each task's parsed ``depends`` (:mod:`runner.expr`); unknown names refused."""
     trees: dict[str, Any] = {}
     for t in tasks:
         d = t.get("depends")
-        if d not in (None, "") and t.get("dependencies"):
-            raise WorkflowError(f"task {t['name']!r}: cannot use both 'depends' and 'dependencies'")
-        if d not in (None, ""):
-            tree = dep.parse(str(d))
-        elif t.get("dependencies"):
-            tree = dep.from_dependencies(list(t["dependencies"]),
-                                         {x: (by_name.get(x) or {}).get("continueOn") for x in t["dependencies"]})
-        else:
-            tree = None
-        for ref in dep.task_names(tree):
+        tree = parse(str(d), DEPENDS) if d not in (None, "") else None
+        for ref in depends_tasks(tree):
             if ref not in by_name:
                 raise WorkflowError(f"task {t['name']!r} depends on unknown task {ref!r}")
         trees[t["name"]] = tree
@@ -110,7 +102,7 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     if len(by_name) != len(tasks):
         raise WorkflowError("duplicate task names in DAG")
     trees = depends_trees(tasks, by_name)
-    deps = {n: dep.task_names(tr) for n, tr in trees.items()}
+    deps = {n: depends_tasks(tr) for n, tr in trees.items()}
     check_acyclic(deps)
     ancestors = {n: ancestors_of(n, deps) for n in by_name}
     if dag.get("target"):
@@ -134,10 +126,6 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     outcomes: dict[str, Node] = {}
     running: dict[asyncio.Task, str] = {}
 
-    def outcome(n: str) -> dep.TaskOutcome:
-        x = outcomes[n]
-        return dep.TaskOutcome(x.phase, x.children_phases)
-
     try:
         while True:
             progressed = True
@@ -149,7 +137,7 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
                         continue
                     if any(d not in outcomes for d in deps[n]):
                         continue
-                    if dep.evaluate(trees[n], {d: outcome(d) for d in deps[n]}):
+                    if depends_holds(trees[n], {d: outcomes[d].phase for d in deps[n]}):
                         tscope = scope.child(tasks={a: view(outcomes[a]) for a in ancestors[n]})
                         coro = run_task(ex, node, t, tscope, f"{node.name}.{n}", n, depth, boundary)
                         running[asyncio.ensure_future(coro)] = n

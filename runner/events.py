@@ -21,7 +21,6 @@ LOG = "log"
 JOBSET = "jobset"
 INFO = "info"
 WARNING = "warning"
-METRIC = "metric"
 
 
 @dataclass

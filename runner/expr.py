@@ -1,280 +1,341 @@
-"""A tiny evaluator for the subset of expr-lang that Argo uses in ``{{= ...}}`` tags
-and ``valueFrom.expression``.
+"""The expressions mfargo's compiler writes, and nothing else: one parser, three modes.
 
-Argo evaluates these with github.com/expr-lang/expr; we only need the part of
-that language a compiler emits, and we want a *clear error* for everything else
-instead of a silently wrong value.  Supported:
+Argo reads three languages (expr-lang for ``{{=...}}``/``valueFrom.expression``/hook
+``expression``, govaluate for ``when``, "enhanced depends"); mfargo writes a few shapes of
+each (``templates/expr.py``, ``templates/dag.py``, ``templates/recursion.py``,
+``templates/hooks.py``). The runner accepts exactly those, so anything else is refused by
+the preflight (:mod:`runner.preflight`) in one line, before any pod starts, instead of
+being emulated. What mfargo writes::
 
-* literals: ``'single'`` / ``"double"`` quoted strings (with ``\\`` escapes),
-  integers, floats, ``true``, ``false``, ``nil``, list literals ``[a, b]``;
-* names from the environment: ``inputs``, ``steps``, ``tasks``, ``workflow``,
-  ``item``, ``retries``, ``pod``, ``node``, ``lastRetry`` (whatever the caller puts
-  in the env), member access ``a.b``, ``a['b']``, ``a[0]``, optional chaining ``a?.b``;
-* operators (expr-lang precedence): ``??`` (binds tightest), unary ``!`` / ``not`` /
-  ``-``, ``* / %``, ``+ -`` (``+`` also concatenates two strings), ``== != < > <= >=``,
-  ``in``, ``&& and``, ``|| or``, and the ternary ``c ? a : b`` (short-circuit: the
-  branch not taken is never evaluated), parentheses;
-* functions: ``asInt``, ``asFloat``, ``string``, ``int``, ``float``, ``len``,
-  ``toJson``/``toJSON``, ``toBase64``, ``upper``, ``lower``, ``trim``, Argo's
-  ``jsonpath(json, '$.a.b[0]')``, expr-lang's ``fromJSON``, ``fromBase64``, ``split``,
-  ``join``, ``replace``, ``trimPrefix``, ``trimSuffix``, ``hasPrefix``, ``hasSuffix``,
-  ``first``, ``last``, ``keys``, ``values``, ``abs``, ``max``, ``min``, the predicates
-  ``filter``/``map``/``all``/``any``/``none``/``one``/``count``/``find``/``findIndex``
-  (``f(array, {predicate})``, ``#`` the element, ``.f`` for ``#.f``), the operators
-  ``contains``, ``startsWith``, ``endsWith``, ``matches``; and ``sprig.*``: ``int``,
-  ``int64``, ``float64``, ``add``, ``add1``, ``sub``, ``mul``, ``div``, ``mod``, ``max``,
-  ``min``, ``trim``, ``trimAll``, ``trimPrefix``, ``trimSuffix``, ``toString``,
-  ``upper``, ``lower``, ``title``, ``nospace``, ``default``, ``empty``, ``replace``,
-  ``contains``, ``hasPrefix``, ``hasSuffix``, ``splitList``, ``join``, ``quote``,
-  ``squote``, ``repeat``, ``substr``, ``trunc``, ``b64enc``, ``b64dec``, ``toJson``,
-  ``fromJson``, ``list``, ``first``, ``last`` (see :mod:`runner.expr_funcs`).
+    {{=toBase64(workflow.parameters['p'])}}
+    {{=asInt(inputs.parameters['iteration']) + 1}}
+    {{=tasks['t'].status == 'Succeeded' ? tasks['t'].outputs.parameters['p'] : ''}}
+    tasks['a'].status == 'Succeeded' ? 'a' : tasks['b'].status == 'Succeeded' ? 'b' : 'c'
+    steps['again'].status == 'Skipped' ? steps['run'].outputs.parameters['p'] : steps[...]...
+    workflow.status == 'Error' || workflow.status == 'Failed'          (hook expression)
+    when: "{{tasks.s.outputs.parameters.switch-step}} == b"             (after substitution)
+    when: "({{tasks.a.status}} == Succeeded && {{tasks.b.status}} != Succeeded) || (...)"
+    depends: "(a.Succeeded || a.Skipped || a.Omitted) && (a.Succeeded || b.Succeeded)"
+    depends: "t.Failed || t.Errored"
 
-Stricter than expr-lang on purpose: a missing map key (``inputs.parameters.nope``,
-``steps['x'].outputs`` of a skipped step) is an error as soon as the value is
-*used*, unless it is guarded by ``?.`` or ``??`` (expr-lang would yield ``nil``).
-Anything outside the subset (``reduce``, ``let``, pipes, map literals...) raises
-:class:`ExprError` naming the construct.
+The grammar (one precedence ladder, loosest first; each mode drops what it never needs)::
+
+    ternary := or ['?' ternary ':' ternary]                 expression mode only
+    or      := and {'||' and}
+    and     := cmp {'&&' cmp}
+    cmp     := sum [('==' | '!=') sum]                      not in depends
+    sum     := unary {'+' unary}                            expression mode, integers only
+    unary   := '!' unary | atom
+    atom    := '(' ternary ')' | 'string' | integer | word ...
+
+* expression: a word is a name of the environment followed by ``.name`` / ``['key']``
+  member access, or one of the functions ``toBase64(x)`` and ``asInt(x)``;
+* when (govaluate, after ``{{...}}`` substitution): a bare word is its own text;
+* depends: a word is ``task`` (Succeeded or Skipped) or ``task.<Result>`` with Result one of
+  Succeeded, Failed, Errored, Skipped, Omitted; task names may hold ``-``.
+
+Strings are single-quoted, without escapes. ``==``/``!=`` compare type and value; ``&&``,
+``||``, ``!`` and ``?:`` need bools and short-circuit (the branch not taken is not read). A
+name or key that does not exist is an error, never an empty string.
 """
 from __future__ import annotations
 
-import math
+import base64
 import re
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from . import limits
-from .expr_funcs import _FUNCS, ExprError, Missing, _num, _type, _use, format_value
-from .expr_parse import parse
 
-__all__ = ["ExprError", "Missing", "evaluate", "format_value", "parse"]
-
-# ---------------------------------------------------------------- evaluation
-
-def _describe(node) -> str:
-    kind = node[0]
-    if kind == "name":
-        return node[1]
-    if kind == "get":
-        key = node[2]
-        inner = _describe(node[1])
-        if key[0] == "lit" and isinstance(key[1], str):
-            return f"{inner}[{key[1]!r}]"
-        return f"{inner}[...]"
-    return "value"
+EXPRESSION, WHEN, DEPENDS = "expression", "when", "depends"
+RESULTS = {"Succeeded": "Succeeded", "Failed": "Failed", "Errored": "Error", "Skipped": "Skipped",
+           "Omitted": "Omitted"}  # a depends result -> the node phase it means
+FUNCTIONS: dict[str, Callable[[Any], Any]] = {}
+ACCEPTED = {
+    EXPRESSION: "names with .x/['x'], 'strings', integers, ==, !=, &&, ||, !, ?:, +, (), toBase64(), asInt()",
+    WHEN: "words, 'strings', integers, ==, !=, &&, ||, !, ()",
+    DEPENDS: "task, task.Succeeded/Failed/Errored/Skipped/Omitted, &&, ||, !, ()",
+}
 
 
-class _Evaluator:
-    def __init__(self, env: dict[str, Any]):
-        self.env = env
-        self.lenient = 0  # > 0 inside the left side of ``??``: a missing link yields nil
+class ExprError(Exception):
+    """One line: the construct refused or the value that could not be used."""
 
-    def ev(self, node) -> Any:
-        kind = node[0]
-        if kind == "lit":
-            return node[1]
-        if kind == "name":
-            name = node[1]
-            if name not in self.env:
-                if self.lenient:
-                    return None
-                raise ExprError(f"unknown name {name!r} (known: {', '.join(sorted(self.env))})")
-            return self.env[name]
-        if kind == "list":
-            return [_use(self.ev(x)) for x in node[1]]
-        if kind == "get":
-            return self.get(node)
-        if kind == "call":
-            fn = _FUNCS[node[1]]
-            args = [self.ev(a) for a in node[2]]
-            try:
-                return fn(*args)
-            except TypeError as e:
-                raise ExprError(f"{node[1]}(): {e}") from None
-            except ZeroDivisionError:
-                raise ExprError(f"{node[1]}(): division by zero") from None
-        if kind == "un":
-            op, val = node[1], _use(self.ev(node[2]))
-            if op in ("!", "not"):
-                if not isinstance(val, bool):
-                    raise ExprError(f"invalid operation: !{_type(val)}")
-                return not val
-            if not _num(val):
-                raise ExprError(f"invalid operation: {op}{_type(val)}")
-            return -val if op == "-" else val
-        if kind == "cond":
-            c = _use(self.ev(node[1]))
-            if not isinstance(c, bool):
-                raise ExprError(f"ternary condition must be a bool, got {_type(c)} ({c!r})")
-            return self.ev(node[2]) if c else self.ev(node[3])
-        if kind == "bin":
-            return self.binary(node)
-        if kind == "closure":
-            return self.closure(node)
-        raise ExprError(f"internal: bad node {kind}")
 
-    def closure(self, node) -> Any:
-        """expr-lang's predicate builtins (docs: language-definition.md, "Predicates")."""
-        _, fname, items_node, body = node
-        items = _use(self.ev(items_node))
-        if not isinstance(items, list):
-            raise ExprError(f"{fname}(): expected an array, got {_type(items)}")
+_TOKEN = re.compile(r"\s*(?:(?P<str>'[^'\\]*')|(?P<int>\d+)(?![\w.-])|(?P<op>==|!=|&&|\|\||[!?:+()\[\].])"
+                    r"|(?P<word>[A-Za-z0-9_][A-Za-z0-9_-]*))")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # outside depends: no '-' (read as a subtraction)
 
-        def each(x: Any) -> Any:
-            return _use(_Evaluator({**self.env, "#": x}).ev(body))
 
-        if fname == "map":
-            return [each(x) for x in items]
-        results = []
-        for x in items:
-            r = each(x)
-            if not isinstance(r, bool):
-                raise ExprError(f"{fname}(): the predicate must be a bool, got {_type(r)}")
-            results.append(r)
-        if fname == "filter":
-            return [x for x, r in zip(items, results) if r]
-        if fname == "find":
-            return next((x for x, r in zip(items, results) if r), None)
-        if fname == "findIndex":
-            return next((i for i, r in enumerate(results) if r), -1)
-        return {"all": all(results), "any": any(results), "none": not any(results),
-                "one": sum(results) == 1, "count": sum(results)}[fname]
+def _tokens(src: str, mode: str) -> Iterator[tuple[str, Any, int]]:
+    """Tokens on demand: a refused construct is named before what follows it is read."""
+    pos, src = 0, src.rstrip()
+    while pos < len(src):
+        m = _TOKEN.match(src, pos)
+        kind = m.lastgroup if m else None
+        if kind == "word" and mode != DEPENDS and not _NAME.fullmatch(m.group(kind)):
+            kind = None
+        if kind is None:
+            raise _refused(repr(src[pos:].split()[0][:30]), pos, mode)
+        text = m.group(kind)
+        yield kind, text[1:-1] if kind == "str" else int(text) if kind == "int" else text, m.start(kind)
+        pos = m.end()
+    yield "end", None, len(src)
 
-    def get(self, node) -> Any:
-        _, base_node, key_node, optional = node
-        base = self.ev(base_node)
-        if isinstance(base, Missing) or base is None:
-            if optional or self.lenient:
-                return None
-            if isinstance(base, Missing):
-                raise ExprError(f"{base.what} is not defined")
-            raise ExprError(f"cannot fetch a field from nil ({_describe(base_node)})")
-        key = _use(self.ev(key_node))
-        if isinstance(base, dict):
-            if not isinstance(key, str):
-                key = format_value(key)
-            if key in base:
-                return base[key]
-            return Missing(f"{_describe(base_node)}[{key!r}]")
-        if isinstance(base, list):
-            if not isinstance(key, int) or isinstance(key, bool):
-                raise ExprError(f"array index must be an int, got {_type(key)}")
-            if -len(base) <= key < len(base):
-                return base[key]
-            raise ExprError(f"index {key} out of range for {_describe(base_node)} (len {len(base)})")
-        if isinstance(base, str) and isinstance(key, int) and not isinstance(key, bool):
-            return base[key]
-        raise ExprError(f"cannot fetch {key!r} from {_type(base)} ({_describe(base_node)})")
 
-    def binary(self, node) -> Any:
-        _, op, ln, rn = node
-        if op == "??":
-            # expr-lang's nil coalescing: any missing link of the left chain
-            # (``tasks.x.outputs.parameters.y`` of a skipped x) falls back, not only the last.
-            self.lenient += 1
-            try:
-                left = self.ev(ln)
-            finally:
-                self.lenient -= 1
-            if left is None or isinstance(left, Missing):
-                return self.ev(rn)
+class _Parser:
+    def __init__(self, src: str, mode: str):
+        self.mode, self.source = mode, _tokens(src, mode)
+        self.next = next(self.source)
+
+    def peek(self, *ops: str) -> bool:
+        return self.next[0] == "op" and self.next[1] in ops
+
+    def take(self) -> tuple[str, Any, int]:
+        tok = self.next
+        if tok[0] != "end":
+            self.next = next(self.source)
+        return tok
+
+    def expect(self, op: str) -> None:
+        kind, value, pos = self.take()
+        if (kind, value) != ("op", op):
+            raise ExprError(f"expected {op!r} at column {pos + 1}, found {_shown(kind, value)}")
+
+    def refuse(self, tok: tuple[str, Any, int]) -> ExprError:
+        return _refused(_shown(tok[0], tok[1]), tok[2], self.mode)
+
+    def whole(self):
+        tree = self.ternary()
+        if self.next[0] != "end":
+            raise self.refuse(self.next)
+        return tree
+
+    def ternary(self):
+        cond = self.binary("||", self.conjunction)
+        if self.peek("?"):
+            if self.mode != EXPRESSION:
+                raise self.refuse(self.next)
+            self.take()
+            yes = self.ternary()
+            self.expect(":")
+            return ("if", cond, yes, self.ternary())
+        return cond
+
+    def conjunction(self):
+        return self.binary("&&", self.comparison)
+
+    def comparison(self):
+        left = self.sum()
+        if self.peek("==", "!="):
+            if self.mode == DEPENDS:
+                raise self.refuse(self.next)
+            return (self.take()[1], left, self.sum())
+        return left
+
+    def sum(self):
+        left = self.unary()
+        while self.peek("+"):
+            if self.mode != EXPRESSION:
+                raise self.refuse(self.next)
+            self.take()
+            left = ("+", left, self.unary())
+        return left
+
+    def binary(self, op: str, operand):
+        left = operand()
+        while self.peek(op):
+            self.take()
+            left = (op, left, operand())
+        return left
+
+    def unary(self):
+        if self.peek("!"):
+            self.take()
+            return ("!", self.unary())
+        return self.atom()
+
+    def atom(self):
+        tok = kind, value, _ = self.take()
+        if kind == "op" and value == "(":
+            tree = self.ternary()
+            self.expect(")")
+            return tree
+        if kind in ("str", "int") and self.mode != DEPENDS:
+            return ("lit", value)
+        if kind != "word":
+            raise self.refuse(tok)
+        if self.mode == WHEN:
+            return ("lit", value)
+        if self.mode == DEPENDS:
+            return self.depends_operand(value)
+        if self.peek("(") and value in FUNCTIONS:
+            self.take()
+            arg = self.ternary()
+            self.expect(")")
+            return ("call", value, arg)
+        keys = []
+        while self.peek(".", "["):
+            if self.take()[1] == ".":
+                key = self.take()
+                if key[0] != "word":
+                    raise self.refuse(key)
+            else:
+                key = self.take()
+                if key[0] != "str":
+                    raise self.refuse(key)
+                self.expect("]")
+            keys.append(key[1])
+        if self.peek("("):
+            raise ExprError(f"function {'.'.join([value, *keys])}() is not accepted (the runner reads "
+                            f"only {', '.join(f + '()' for f in FUNCTIONS)})")
+        return ("ref", value, tuple(keys))
+
+    def depends_operand(self, task: str):
+        if not self.peek("."):
+            return ("dep", task, None)
+        self.take()
+        kind, result, pos = self.take()
+        if result not in RESULTS:
+            raise ExprError(f"task result {result!r} at column {pos + 1} is not accepted "
+                            f"(one of {', '.join(RESULTS)})")
+        return ("dep", task, result)
+
+
+def _refused(what: str, pos: int, mode: str) -> ExprError:
+    return ExprError(f"{what} at column {pos + 1} is not accepted (in {'an' if mode[0] == 'e' else 'a'} {mode} the runner reads "
+                     f"only what mfargo writes: {ACCEPTED[mode]})")
+
+
+def _shown(kind: str, value: Any) -> str:
+    return "the end" if kind == "end" else repr(value) if kind != "str" else repr(f"'{value}'")
+
+
+_CACHE: dict[tuple[str, str], Any] = {}
+
+
+def parse(src: str, mode: str = EXPRESSION):
+    """The tree of ``src`` in ``mode``; ExprError naming what is refused."""
+    key = (src, mode)
+    if key not in _CACHE:
+        tree = _Parser(src, mode).whole()
+        if len(_CACHE) < 4096:
+            _CACHE[key] = tree
+        return tree
+    return _CACHE[key]
+
+
+def _run(tree, env: dict[str, Any]) -> Any:
+    """Evaluate a tree; ``env`` holds names (expression) or task phases (depends)."""
+    op = tree[0]
+    if op == "lit":
+        return tree[1]
+    if op == "ref":
+        return _lookup(env, tree[1], tree[2])
+    if op == "dep":
+        phase = env[tree[1]]
+        return phase in ("Succeeded", "Skipped") if tree[2] is None else phase == RESULTS[tree[2]]
+    if op == "call":
+        return FUNCTIONS[tree[1]](_run(tree[2], env))
+    if op == "!":
+        return not _bool(_run(tree[1], env), "!")
+    if op in ("&&", "||"):
+        left = _bool(_run(tree[1], env), op)
+        if left == (op == "||"):
             return left
-        if op in ("&&", "and", "||", "or"):
-            left = _use(self.ev(ln))
-            if not isinstance(left, bool):
-                raise ExprError(f"invalid operation: {_type(left)} {op} ... (operands must be bools)")
-            if op in ("&&", "and") and not left:
-                return False
-            if op in ("||", "or") and left:
-                return True
-            right = _use(self.ev(rn))
-            if not isinstance(right, bool):
-                raise ExprError(f"invalid operation: ... {op} {_type(right)} (operands must be bools)")
-            return right
-        if op in ("==", "!="):
-            # An absent value is nil in a comparison (Argo docs, variables.md "Outputs of
-            # Skipped and Omitted Nodes": a skipped output == '' is false).
-            self.lenient += 1
-            try:
-                left, right = self.ev(ln), self.ev(rn)
-            finally:
-                self.lenient -= 1
-            equal = _equal(None if isinstance(left, Missing) else left, None if isinstance(right, Missing) else right)
-            return equal if op == "==" else not equal
-        left = self.ev(ln)
-        if op == "-" and isinstance(left, Missing):
-            raise ExprError(f"{left.what} is not defined (a hyphenated name must be indexed: "
-                            "inputs.parameters['my-param'])")
-        left = _use(left)
-        right = _use(self.ev(rn))
-        if op == "==":
-            return _equal(left, right)
-        if op == "!=":
-            return not _equal(left, right)
-        if op == "in":
-            if isinstance(right, list):
-                return any(_equal(left, x) for x in right)
-            if isinstance(right, dict):
-                return left in right
-            if isinstance(right, str) and isinstance(left, str):
-                return left in right
-            raise ExprError(f"invalid operation: {_type(left)} in {_type(right)}")
-        if op in ("contains", "startsWith", "endsWith", "matches"):
-            if not (isinstance(left, str) and isinstance(right, str)):
-                raise ExprError(f"invalid operation: {_type(left)} {op} {_type(right)}")
-            if op == "matches":
-                try:
-                    return re.search(right, left) is not None
-                except re.error as e:
-                    raise ExprError(f"matches: bad regular expression {right!r}: {e}") from None
-            return {"contains": right in left, "startsWith": left.startswith(right),
-                    "endsWith": left.endswith(right)}[op]
-        if op in ("<", ">", "<=", ">="):
-            if not ((_num(left) and _num(right)) or (isinstance(left, str) and isinstance(right, str))):
-                raise ExprError(f"invalid operation: {_type(left)} {op} {_type(right)}")
-            return {"<": left < right, ">": left > right, "<=": left <= right, ">=": left >= right}[op]
-        if op == "+":
-            if isinstance(left, str) and isinstance(right, str):
-                return left + right
-            if _num(left) and _num(right):
-                return left + right
-            if isinstance(left, list) and isinstance(right, list):
-                return left + right
-            raise ExprError(f"invalid operation: {_type(left)} + {_type(right)} "
-                            f"({left!r} + {right!r}; use asInt()/string() to convert)")
-        if not (_num(left) and _num(right)):
-            raise ExprError(f"invalid operation: {_type(left)} {op} {_type(right)}")
-        if op == "-":
-            return left - right
-        if op == "*":
-            return left * right
-        if op == "/":
-            if right == 0:
-                raise ExprError("division by zero")
-            return left / right
-        if op == "%":
-            if not (isinstance(left, int) and isinstance(right, int)):
-                raise ExprError("% needs ints")
-            if right == 0:
-                raise ExprError("integer divide by zero")
-            return int(math.fmod(left, right))
-        raise ExprError(f"internal: unknown operator {op}")
+        return _bool(_run(tree[2], env), op)
+    if op == "if":
+        return _run(tree[2] if _bool(_run(tree[1], env), "?:") else tree[3], env)
+    left, right = _run(tree[1], env), _run(tree[2], env)
+    if op == "+":
+        if not (_is_int(left) and _is_int(right)):
+            raise ExprError(f"+ adds integers, not {left!r} + {right!r} (use asInt())")
+        return left + right
+    equal = type(left) is type(right) and left == right
+    return equal if op == "==" else not equal
 
 
-def _equal(a: Any, b: Any) -> bool:
-    if _num(a) and _num(b):
-        return a == b
-    if type(a) is not type(b):
-        return False
-    return a == b
+def _lookup(env: dict[str, Any], name: str, keys: tuple[str, ...]) -> Any:
+    if name not in env:
+        raise ExprError(f"unknown name {name!r} (known: {', '.join(sorted(env))})")
+    value, path = env[name], name
+    for key in keys:
+        if not isinstance(value, dict):
+            raise ExprError(f"{path} is {type(value).__name__}, it has no key {key!r}")
+        if key not in value:
+            raise ExprError(f"{path}[{key!r}] is not defined")
+        value, path = value[key], f"{path}[{key!r}]"
+    return value
 
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _bool(v: Any, op: str) -> bool:
+    if not isinstance(v, bool):
+        raise ExprError(f"{op} needs a bool, got {v!r}")
+    return v
+
+
+def _as_int(v: Any) -> int:
+    if _is_int(v):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"[+-]?\d+", v):
+        return int(v)
+    raise ExprError(f"asInt({v!r}): not an integer")
+
+
+def _to_base64(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ExprError(f"toBase64({v!r}): not a string")
+    return base64.b64encode(v.encode()).decode("ascii")
+
+
+FUNCTIONS.update(toBase64=_to_base64, asInt=_as_int)
 
 
 def evaluate(src: str, env: dict[str, Any]) -> Any:
-    """Evaluate ``src`` against ``env`` (nested dicts/lists/strings)."""
-    try:
-        result = _use(_Evaluator(env).ev(parse(src)))
-    except RecursionError:
-        raise ExprError("expression nested too deeply") from None
-    size = len(result) if isinstance(result, str) else len(format_value(result)) if isinstance(result, (list, dict)) else 0
-    if size > limits.MAX_VALUE_BYTES:
-        raise ExprError(limits.over("its result", size, limits.MAX_VALUE_BYTES, "characters"))
+    """A ``{{=...}}`` tag's body, ``valueFrom.expression`` or hook ``expression``."""
+    result = _run(parse(src), env)
+    if isinstance(result, str) and len(result) > limits.MAX_VALUE_BYTES:
+        raise ExprError(limits.over("its result", len(result), limits.MAX_VALUE_BYTES, "characters"))
     return result
+
+
+def evaluate_when(text: str | None) -> bool:
+    """A ``when`` once its tags are substituted; an empty one holds."""
+    if text is None or not str(text).strip():
+        return True
+    result = _run(parse(str(text), WHEN), {})
+    if not isinstance(result, bool):
+        raise ExprError(f"when {text!r} is {result!r}, not a bool")
+    return result
+
+
+def depends_tasks(tree) -> list[str]:
+    """The tasks a parsed ``depends`` names, in order of first mention."""
+    if tree is None:
+        return []
+    if tree[0] == "dep":
+        return [tree[1]]
+    return list(dict.fromkeys(t for sub in tree[1:] for t in depends_tasks(sub)))
+
+
+def depends_holds(tree, phases: dict[str, str]) -> bool:
+    """Whether ``depends`` holds once every task it names has finished in ``phases``."""
+    return tree is None or _run(tree, phases)
+
+
+def format_value(v: Any) -> str:
+    """A value as Argo writes it into a string (Go's ``%v``): items, results, durations."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v == int(v) and abs(v) < 1e21:
+        return str(int(v))
+    if v is None:
+        return "<nil>"
+    if isinstance(v, list):
+        return "[" + " ".join(format_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "map[" + " ".join(f"{k}:{format_value(x)}" for k, x in sorted(v.items())) + "]"
+    return v if isinstance(v, str) else repr(v) if isinstance(v, float) else str(v)

@@ -1,4 +1,4 @@
-"""A DAG task or a step: ``withItems``/``withParam``/``withSequence`` fan-out into a
+"""A DAG task or a step: ``withItems``/``withParam`` fan-out into a
 TaskGroup, ``when``, arguments, then the template.  Shared by :mod:`dag` and :mod:`steps`.
 """
 from __future__ import annotations
@@ -9,13 +9,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from . import limits
-from .expr import format_value
+from .expr import evaluate_when, format_value
 from .hooks import run_with_hooks, task_hooks
 from .model import BAD_PHASES, ERROR, FAILED, OMITTED, SKIPPED, SUCCEEDED, WorkflowError, param_str, parse_int
 from .nodes import NODE_ERRORS, Node, error_text
 from .outputs import fan_out_outputs
 from .substitute import Scope, SubstitutionError
-from .when import evaluate_when
 
 if TYPE_CHECKING:
     from .scheduler import Executor
@@ -79,14 +78,6 @@ def _bounded(field: str, items: list) -> list:
     return items
 
 
-def sequence_count(seq: dict) -> tuple[int, int]:
-    """(start, items) of a withSequence whose fields are already values; ValueError if not numbers."""
-    start = int(seq.get("start", 0) or 0)
-    if seq.get("count") is not None:
-        return start, max(int(seq["count"]), 0)
-    return start, abs(int(seq.get("end", 0) or 0) - start) + 1
-
-
 def expand_items(task: dict, scope: Scope) -> list[Any] | None:
     """The task's fan-out items (at most limits.MAX_FANOUT), or None if it does not fan out."""
     if task.get("withItems") is not None:
@@ -103,17 +94,6 @@ def expand_items(task: dict, scope: Scope) -> list[Any] | None:
         if not isinstance(items, list):
             raise WorkflowError(f"withParam value could not be parsed as a JSON list: {raw.strip()}")
         return _bounded("withParam", items)
-    if task.get("withSequence") is not None:
-        seq = scope.substitute_obj(task["withSequence"])
-        _bounded("withSequence", range(sequence_count(seq)[1]))  # before building the list
-        start = int(seq.get("start", 0) or 0)
-        if seq.get("count") is not None:
-            end = start + int(seq["count"]) - 1
-        else:
-            end = int(seq.get("end", 0) or 0)
-        step = 1 if end >= start else -1
-        fmt = seq.get("format")
-        return [(fmt % i if fmt else str(i)) for i in range(start, end + step, step)]
     return None
 
 
@@ -152,7 +132,6 @@ async def run_task(ex: "Executor", parent: Node, task: dict, scope: Scope, base_
             phase, msg = c.phase, f"child '{c.display_name}' {c.phase.lower()}: {c.message}"
     group.outputs = fan_out_outputs([c.outputs for c in children])
     group.children = [c.name for c in children]
-    group.children_phases = [c.phase for c in children]
     return ex.finish(group, phase, msg)
 
 

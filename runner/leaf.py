@@ -19,8 +19,8 @@ from .substitute import Scope
 if TYPE_CHECKING:
     from .scheduler import Executor
 
-# not substituted with the pod: inputs/retries are not fields; metrics come after the node
-TEMPLATE_ONLY_KEYS = ("retryStrategy", "inputs", "name", "dag", "steps", "metrics")
+# not substituted with the pod: inputs/retries are not fields
+TEMPLATE_ONLY_KEYS = ("retryStrategy", "inputs", "name", "dag", "steps")
 
 
 def leaf_fields(tmpl: dict, scope: Scope) -> dict:

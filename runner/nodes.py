@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import depends as dep
 from . import events as ev
 from .expr import ExprError
 from .model import (DONE_PHASES, ERROR, FAILED, OMITTED, PENDING, RUNNING, SKIPPED, SUCCEEDED,
@@ -20,10 +19,9 @@ from .model import (DONE_PHASES, ERROR, FAILED, OMITTED, PENDING, RUNNING, SKIPP
 from .pod import PodError
 from .resource import ResourceError
 from .substitute import SubstitutionError
-from .when import WhenError
 
 # What a malformed or unsupported spec raises while a node is prepared: the node errors.
-NODE_ERRORS = (WorkflowError, SubstitutionError, ExprError, WhenError, dep.DependsError, PodError,
+NODE_ERRORS = (WorkflowError, SubstitutionError, ExprError, PodError,
                ResourceError, ValueError, KeyError, TypeError, OSError)
 
 
@@ -54,10 +52,8 @@ class Node:
     pod_name: str | None = None
     pod_dir: str | None = None
     children: list[str] = field(default_factory=list)
-    children_phases: list[str] | None = None  # TaskGroup: for .AnySucceeded / .AllFailed
     started_at: float | None = None
     finished_at: float | None = None
-    metrics: list[dict] = field(default_factory=list)  # emitted template metrics
 
     @property
     def done(self) -> bool:
@@ -66,7 +62,7 @@ class Node:
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "id", "name", "display_name", "type", "template_name", "phase", "message", "inputs",
-            "outputs", "pod_name", "pod_dir", "children", "started_at", "finished_at", "metrics")}
+            "outputs", "pod_name", "pod_dir", "children", "started_at", "finished_at")}
 
 
 def view(node: Node) -> dict[str, Any]:

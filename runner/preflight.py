@@ -9,25 +9,24 @@ Checked for every template of the document (Argo's lint also covers all of them)
   ``containerSet``, ``data``, ``plugin``);
 * a container (main, init, sidecar) with ``args`` but no ``command``, or neither: the
   image's entrypoint is unknown locally;
-* every ``{{= expression}}`` tag, ``valueFrom.expression``, ``retryStrategy.expression``
-  and hook ``expression`` must parse (so unsupported functions are refused here);
+* every ``{{= expression}}`` tag, ``valueFrom.expression``, hook ``expression``, ``when``
+  and ``depends`` must be one of the shapes mfargo writes (:mod:`runner.expr`);
 * tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
-* artifacts (inputs, outputs, arguments), ``podSpecPatch``, ``memoize``,
-  ``synchronization``, a ``suspend`` without ``duration``;
+* fields mfargo never writes: artifacts (inputs, outputs, arguments), ``podSpecPatch``,
+  ``memoize``, ``synchronization``, ``metrics``, ``retryStrategy.expression``, a task's
+  ``withSequence`` or legacy ``dependencies``, a ``suspend`` without ``duration``;
 * a ``daemon`` other than a container run by a DAG task that no task depends on (the
   shape of mfargo's run heartbeat: the runner stops it when the rest of its DAG is done);
 * names and paths that would leave the work directory (:func:`contain.check_document`);
 * a fan-out past :data:`limits.MAX_FANOUT` that the YAML alone shows (a literal ``withItems``
-  list, a ``withSequence`` of numbers).
+  list).
 """
 from __future__ import annotations
 
 from typing import Any, Iterator
 
 from . import contain, limits
-from . import depends as dep
-from .fanout import sequence_count
-from .expr import ExprError, parse
+from .expr import DEPENDS, EXPRESSION, WHEN, ExprError, depends_tasks, parse
 from .model import WorkflowDoc, WorkflowError, template_type
 from .scheduler import KINDS
 from .substitute import TAG_RE
@@ -35,7 +34,8 @@ from .substitute import TAG_RE
 
 # Template fields whose semantics the runner does not play (ignoring them would change
 # what the workflow does).
-UNSUPPORTED_FIELDS = ("podSpecPatch", "memoize", "synchronization")
+UNSUPPORTED_FIELDS = ("podSpecPatch", "memoize", "synchronization", "metrics")
+UNSUPPORTED_TASK_FIELDS = ("templateRef", "inline", "withSequence", "dependencies")
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -50,19 +50,14 @@ def _strings(obj: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _without_simple_tags(text: str) -> str:
-    """An expression whose simple tags (substituted before evaluation) read as ``0``."""
-    return TAG_RE.sub(lambda m: m.group(0) if m.group(1).startswith("=") else "0", text)
-
-
-def _check_expression(src: str, where: str) -> None:
-    src = src.strip()
-    if src.startswith("{{=") and src.endswith("}}"):
-        src = src[3:-2]
+def _check_expression(src: str, where: str, mode: str = EXPRESSION) -> Any:
+    """The parsed ``src``; a ``when``'s tags (substituted before it is read) read as a word."""
+    if mode == WHEN:
+        src = TAG_RE.sub("x", src)
     try:
-        parse(_without_simple_tags(src))
+        return parse(src.strip(), mode)
     except ExprError as e:
-        raise WorkflowError(f"{where}: expression {src!r}: {e}") from None
+        raise WorkflowError(f"{where}: {e}") from None
 
 
 def _check_tags(obj: Any, where: str) -> None:
@@ -71,7 +66,7 @@ def _check_tags(obj: Any, where: str) -> None:
             continue
         for m in TAG_RE.finditer(text):
             if m.group(1).startswith("="):
-                _check_expression(m.group(1)[1:], where)
+                _check_expression(m.group(1)[1:], f"{where}, {{{{={m.group(1)[1:].strip()}}}}}")
 
 
 def _check_container(c: dict, where: str) -> None:
@@ -85,26 +80,22 @@ def _check_container(c: dict, where: str) -> None:
 
 
 def _check_fanout(task: dict, tname: str) -> None:
-    """A fan-out the YAML alone shows to be past limits.MAX_FANOUT (a literal list, a
-    withSequence of numbers); one from tags is checked when it is expanded (fanout.py)."""
+    """A fan-out the YAML alone shows to be past limits.MAX_FANOUT (a literal list); one
+    from tags is checked when it is expanded (fanout.py)."""
     items = task.get("withItems")
     if isinstance(items, list) and len(items) > limits.MAX_FANOUT:
         raise WorkflowError(f"{tname}: " + limits.over("withItems", len(items), limits.MAX_FANOUT, "items"))
-    seq = task.get("withSequence")
-    if isinstance(seq, dict) and "{{" not in str(seq):
-        try:
-            count = sequence_count(seq)[1]
-        except (TypeError, ValueError):
-            return
-        if count > limits.MAX_FANOUT:
-            raise WorkflowError(f"{tname}: " + limits.over("withSequence", count, limits.MAX_FANOUT, "items"))
 
 
 def _check_task(task: dict, where: str) -> None:
     tname = f"{where}, task {task.get('name')!r}"
-    for key in ("templateRef", "inline"):
+    for key in UNSUPPORTED_TASK_FIELDS:
         if task.get(key):
             raise WorkflowError(f"{tname}: {key} is not supported by the local runner")
+    if task.get("when") not in (None, ""):
+        _check_expression(str(task["when"]), f"{tname}, when", WHEN)
+    if task.get("depends") not in (None, ""):
+        _check_expression(str(task["depends"]), f"{tname}, depends", DEPENDS)
     if (task.get("arguments") or {}).get("artifacts"):
         raise WorkflowError(f"{tname}: artifact arguments are not supported by the local runner")
     _check_fanout(task, tname)
@@ -112,7 +103,7 @@ def _check_task(task: dict, where: str) -> None:
         if isinstance(hook, dict) and hook.get("templateRef"):
             raise WorkflowError(f"{tname}, hook {hname!r}: templateRef is not supported by the local runner")
         if isinstance(hook, dict) and hook.get("expression"):
-            _check_expression(str(hook["expression"]), f"{tname}, hook {hname!r}")
+            _check_expression(str(hook["expression"]), f"{tname}, hooks.{hname}.expression")
 
 
 def check_template(tmpl: dict) -> None:
@@ -134,14 +125,14 @@ def check_template(tmpl: dict) -> None:
             _check_container(main, where)
     for c in (tmpl.get("initContainers") or []) + (tmpl.get("sidecars") or []):
         _check_container(c, where)
-    retry = tmpl.get("retryStrategy") or {}
-    if retry.get("expression"):
-        _check_expression(str(retry["expression"]), f"{where}, retryStrategy")
+    if (tmpl.get("retryStrategy") or {}).get("expression"):
+        raise WorkflowError(f"{where}: retryStrategy.expression is not supported by the local runner")
     for section in ("outputs", "inputs"):
         for p in (tmpl.get(section) or {}).get("parameters") or []:
             vf = p.get("valueFrom") or {}
             if vf.get("expression"):
-                _check_expression(str(vf["expression"]), f"{where}, {section} parameter {p.get('name')!r}")
+                _check_expression(str(vf["expression"]), f"{where}, {section} parameter {p.get('name')!r}, "
+                                  "valueFrom.expression")
     if kind == "dag":
         for task in tmpl["dag"].get("tasks") or []:
             _check_task(task, where)
@@ -172,14 +163,10 @@ def _check_daemons(doc: WorkflowDoc) -> None:
         tasks = tmpl["dag"].get("tasks") or []
         started = {t.get("name") for t in tasks if t.get("template") in daemons}
         for t in tasks:
-            if t.get("name") in started and (t.get("withItems") or t.get("withParam") or t.get("withSequence")):
+            if t.get("name") in started and (t.get("withItems") or t.get("withParam")):
                 raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: a daemon fanned out is not "
                                     "supported by the local runner")
-            needs = set(t.get("dependencies") or ())
-            try:
-                needs |= set(dep.task_names(dep.parse(str(t["depends"])))) if t.get("depends") else set()
-            except dep.DependsError as e:
-                raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: {e}") from None
+            needs = set(depends_tasks(parse(str(t["depends"]), DEPENDS))) if t.get("depends") else set()
             if needs & started:
                 raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: a task depending on a daemon "
                                     "is not supported by the local runner")
@@ -201,6 +188,6 @@ def check(doc: WorkflowDoc) -> None:
     _check_daemons(doc)
     for hname, hook in (doc.spec.get("hooks") or {}).items():
         if isinstance(hook, dict) and hook.get("expression"):
-            _check_expression(str(hook["expression"]), f"spec.hooks.{hname}")
+            _check_expression(str(hook["expression"]), f"spec.hooks.{hname}.expression")
     _check_tags({k: v for k, v in doc.spec.items() if k != "templates"}, "spec")
 

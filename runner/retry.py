@@ -2,10 +2,9 @@
 
 Argo's rules (docs: "Retries", fields.md#retrystrategy): ``limit`` (none = unlimited,
 capped here at 1000 attempts), ``retryPolicy`` Always/OnFailure/OnError/OnTransientError
-(default OnFailure, Always when only ``expression`` is given), back-off
-``duration * factor^n`` bounded by ``cap`` and ``maxDuration``; ``expression`` sees
-``lastRetry.{exitCode,status,message,duration}``.  Every wait is multiplied by the
-runner's ``backoff_scale``.
+(default OnFailure), back-off ``duration * factor^n`` bounded by ``cap`` and
+``maxDuration``.  Every wait is multiplied by the runner's ``backoff_scale``.  mfargo writes
+no ``expression`` (the preflight refuses one).
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 from . import events as ev
 from .model import BAD_PHASES, ERROR, FAILED, WorkflowError, parse_duration, parse_int
 from .nodes import NODE_ERRORS, Node, error_text
-from .substitute import Scope, SubstitutionError
+from .substitute import Scope
 
 if TYPE_CHECKING:
     from .scheduler import Executor
@@ -30,7 +29,6 @@ POLICIES = ("Always", "OnFailure", "OnError", "OnTransientError")
 class RetryPolicy:
     limit: int | None
     policy: str
-    expression: str | None
     duration: float
     factor: int | None
     cap: float | None
@@ -38,18 +36,14 @@ class RetryPolicy:
 
     @classmethod
     def parse(cls, retry: dict, scope: Scope) -> "RetryPolicy":
-        retry = scope.substitute_obj(retry, skip=("expression",))
-        if retry.get("expression"):
-            # Argo substitutes the template's simple tags ({{inputs.parameters.x}}) before
-            # evaluating the expression with lastRetry (docs: retries.md, "Conditional retries").
-            retry["expression"] = scope.substitute_simple(str(retry["expression"]))
+        retry = scope.substitute_obj(retry)
         limit = parse_int(retry["limit"], "retryStrategy.limit") if retry.get("limit") is not None else None
-        policy = retry.get("retryPolicy") or ("Always" if retry.get("expression") else "OnFailure")
+        policy = retry.get("retryPolicy") or "OnFailure"
         if policy not in POLICIES:
             raise WorkflowError(f"retryStrategy.retryPolicy {policy!r} is not valid")
         backoff = retry.get("backoff") or {}
         return cls(
-            limit=limit, policy=policy, expression=retry.get("expression") or None,
+            limit=limit, policy=policy,
             duration=parse_duration(backoff.get("duration")) if backoff.get("duration") else 0.0,
             factor=parse_int(backoff["factor"], "backoff.factor") if backoff.get("factor") is not None else None,
             cap=parse_duration(backoff["cap"]) if backoff.get("cap") else None,
@@ -64,17 +58,6 @@ class RetryPolicy:
         if self.factor and self.factor > 0:
             wait = self.duration * self.factor ** attempt
         return wait if self.cap is None else min(wait, self.cap)
-
-
-def _expression_allows(policy: RetryPolicy, child: Node, scope_data: dict) -> bool:
-    env = {"lastRetry": {"exitCode": str(child.outputs.get("exitCode", "-1")),
-                         "status": child.phase, "message": child.message,
-                         "duration": str(int((child.finished_at or 0) - (child.started_at or 0)))},
-           **scope_data}
-    expression = str(policy.expression).strip()
-    if expression.startswith("{{=") and expression.endswith("}}"):
-        expression = expression[3:-2]
-    return Scope(env).evaluate(expression) is True
 
 
 async def run_with_retries(ex: "Executor", node: Node, tmpl: dict, ttype: str, retry: dict, depth: int) -> Node:
@@ -99,11 +82,6 @@ async def run_with_retries(ex: "Executor", node: Node, tmpl: dict, ttype: str, r
             break
         message = child.message
         retryable = policy.matches(child.phase)
-        if retryable and policy.expression:
-            try:
-                retryable = _expression_allows(policy, child, scope_data)
-            except SubstitutionError as e:
-                return ex.finish(node, ERROR, error_text(e))
         if not retryable:
             return ex.finish(node, child.phase, message, announce=False)
         if attempt >= (policy.limit if policy.limit is not None else UNLIMITED_RETRY_CAP):

@@ -6,9 +6,9 @@ template's kind, chosen from :data:`KINDS`.  Each kind lives in its own module:
 
 * :mod:`leaf` - container/script pods, resource manifests, suspend;
 * :mod:`dag` - DAG walk (depends, failFast, targets);  :mod:`steps` - step groups;
-* :mod:`fanout` - a task/step: withItems/withParam/withSequence, when, arguments;
+* :mod:`fanout` - a task/step: withItems/withParam, when, arguments;
 * :mod:`nodes` - node bookkeeping and events;  :mod:`outputs` - output parameters;
-* :mod:`lifecycle` - workflow deadline, termination, exit hooks;  :mod:`metrics` - template metrics.
+* :mod:`lifecycle` - workflow deadline, termination, exit hooks.
 
 ``spec.parallelism`` bounds concurrently running pods (container/script/resource
 steps); a dag/steps template's ``parallelism`` bounds its running children.
@@ -22,7 +22,6 @@ from . import dag, leaf, lifecycle, limits, steps
 from . import events as ev
 from .fanout import NullLock
 from .jobset_controller import JobSetController
-from .metrics import emit_metrics
 from .model import ERROR, WorkflowDoc, WorkflowError, param_str, parse_int, pod_name, rfc3339, template_type
 from .nodes import NODE_ERRORS, Node, NodeBook, error_text
 from .pod import PodRunner
@@ -184,7 +183,6 @@ class Executor(NodeBook):
         except asyncio.CancelledError:
             self.cancelled(node)
             raise
-        emit_metrics(self, node, tmpl)
         return node
 
     def terminate(self, reason: str) -> None:

@@ -1,4 +1,4 @@
-"""Replace Argo template tags (``{{var}}`` and ``{{= expr}}``) in strings and objects.
+"""Replace Argo template tags (``{{var}}``, and ``{{= expr}}`` by :mod:`runner.expr`) in strings and objects.
 
 Argo substitutes in several passes, leaving tags it cannot resolve yet for later.
 The runner instead substitutes each field at the moment it is used, with every
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from . import expr as _expr
 
@@ -146,29 +146,19 @@ class Scope:
                     result = _expr.evaluate(src, self.data)
                 except _expr.ExprError as e:
                     raise SubstitutionError(f"failed to evaluate expression {{{{={src}}}}}: {e}") from None
-                if result is None:
-                    raise SubstitutionError(f"expression {{{{={src}}}}} evaluated to nil")
                 return _expr.format_value(result)
             return render(self.lookup(body))
 
         return TAG_RE.sub(repl, text)
 
-    def substitute_simple(self, text: str) -> str:
-        """Replace simple tags only; ``{{= ...}}`` stays for a later evaluation."""
-        if "{{" not in text:
-            return text
-        return TAG_RE.sub(lambda m: m.group(0) if m.group(1).startswith("=") else render(self.lookup(m.group(1))),
-                          text)
-
-    def substitute_obj(self, obj: Any, skip: Iterable[str] = ()) -> Any:
-        """Deep-copy ``obj`` substituting every string (dict keys ``skip`` left as is)."""
-        skip = set(skip)
+    def substitute_obj(self, obj: Any) -> Any:
+        """Deep-copy ``obj`` substituting every string."""
         if isinstance(obj, str):
             return self.substitute(obj)
         if isinstance(obj, list):
             return [self.substitute_obj(x) for x in obj]
         if isinstance(obj, dict):
-            return {k: (v if k in skip else self.substitute_obj(v)) for k, v in obj.items()}
+            return {k: self.substitute_obj(v) for k, v in obj.items()}
         return obj
 
     def evaluate(self, expression: str) -> Any:
