@@ -61,8 +61,9 @@ class ExprError(Exception):
     """One line: the construct refused or the value that could not be used."""
 
 
-_TOKEN = re.compile(r"\s*(?:(?P<str>'[^'\\]*')|(?P<int>\d+)(?![\w.-])|(?P<op>==|!=|&&|\|\||[!?:+()\[\].])"
-                    r"|(?P<word>[A-Za-z0-9_][A-Za-z0-9_-]*))")
+# ``??`` and ``?.`` are tokens only so that they are refused whole.
+_TOKEN = re.compile(r"(?P<str>'[^'\\]*')|(?P<int>\d+)(?![\w.-])|(?P<op>==|!=|&&|\|\||\?\?|\?\.|[!?:+()\[\].])"
+                    r"|(?P<word>[A-Za-z0-9_][A-Za-z0-9_-]*)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # outside depends: no '-' (read as a subtraction)
 
 
@@ -70,6 +71,8 @@ def _tokens(src: str, mode: str) -> Iterator[tuple[str, Any, int]]:
     """Tokens on demand: a refused construct is named before what follows it is read."""
     pos, src = 0, src.rstrip()
     while pos < len(src):
+        while src[pos].isspace():
+            pos += 1
         m = _TOKEN.match(src, pos)
         kind = m.lastgroup if m else None
         if kind == "word" and mode != DEPENDS and not _NAME.fullmatch(m.group(kind)):
