@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from mfargo.runner import events as ev
 from mfargo.runner.cli import main
 from mfargo.runner.dag import DAEMON_STOPPED
 from mfargo.runner.fanout import FAIL_FAST_MESSAGE
@@ -89,74 +88,10 @@ def test_fanned_out_parameters_are_a_list_of_per_child_maps(tmp_path):
     assert [c.outputs["result"] for c in each] == ["A-a", "B-b"]
 
 
-RETRY = """
-    apiVersion: argoproj.io/v1alpha1
-    kind: Workflow
-    metadata: {name: retry-expr}
-    spec:
-      entrypoint: main
-      arguments: {parameters: [{name: safe, value: "false"}]}
-      templates:
-      - name: main
-        inputs: {parameters: [{name: safe, value: "{{workflow.parameters.safe}}"}]}
-        retryStrategy:
-          limit: 2
-          expression: "'{{inputs.parameters.safe}}' == 'true' && lastRetry.status == 'Failed'"
-        container: {image: bash, command: [bash, -c, "exit 1"]}
-"""
-
-
-def test_retry_expression_is_substituted_before_evaluation(tmp_path):
-    # docs/retries.md (conditional retries): the template's tags are substituted in
-    # retryStrategy.expression, then it is evaluated with lastRetry.*.
-    result, _ = run_yaml(RETRY, tmp_path / "no")
-    node = result.node("retry-expr")
-    assert node.phase == "Failed" and len(node.children) == 1, node.message
-    result, _ = run_yaml(RETRY, tmp_path / "yes", {"safe": "true"})
-    node = result.node("retry-expr")
-    assert node.phase == "Failed" and len(node.children) == 3, node.message
-    assert node.message == "Error (exit code 1) (no more retries left)"
-
-
-def test_metrics_are_evaluated_after_the_node_finishes(tmp_path):
-    # docs/metrics.md: template metrics may use {{status}}, {{duration}}, {{exitCode}},
-    # outputs; they are computed once the node completes and never fail it.
-    result, rec = run_yaml("""
-        apiVersion: argoproj.io/v1alpha1
-        kind: Workflow
-        metadata: {name: metrics}
-        spec:
-          entrypoint: main
-          templates:
-          - name: main
-            metrics:
-              prometheus:
-              - name: step_result
-                help: "status of the step"
-                labels: [{key: status, value: "{{status}}"}, {key: code, value: "{{exitCode}}"}]
-                gauge: {value: "{{duration}}"}
-              - name: only_on_failure
-                help: "never emitted here"
-                when: "{{status}} == Failed"
-                counter: {value: "1"}
-              - name: broken
-                help: "refers to nothing"
-                counter: {value: "{{outputs.parameters.nope}}"}
-            container: {image: bash, command: [bash, -c, "true"]}
-        """, tmp_path)
-    assert result.status == "Succeeded", result.message
-    (metric,) = result.node("metrics").metrics
-    assert metric["name"] == "step_result" and metric["type"] == "gauge"
-    assert metric["labels"] == {"status": "Succeeded", "code": "0"}
-    assert float(metric["value"]) >= 0
-    warnings = [e.message for e in rec.kinds(ev.WARNING)]
-    assert any("metric 'broken' not emitted" in w for w in warnings)
-
-
-def test_skipped_producer_default_and_nil_coalescing(tmp_path):
+def test_skipped_producer_default_and_guarded_output(tmp_path):
     # Argo docs, variables.md "Outputs of Skipped and Omitted Nodes": a skipped task's output
-    # is its valueFrom.default, else absent: `??` falls back over it (any missing link of the
-    # chain), a comparison sees nil, a consumer input's default applies.
+    # is its valueFrom.default, else absent: mfargo's guard (templates/expr.py
+    # output_if_succeeded) never reads it, a consumer input's default applies.
     result, _ = run_yaml(with_sh("""
         apiVersion: argoproj.io/v1alpha1
         kind: Workflow
@@ -175,7 +110,7 @@ def test_skipped_producer_default_and_nil_coalescing(tmp_path):
                 arguments:
                   parameters:
                   - name: cmd
-                    value: "echo {{tasks.producer.outputs.parameters.y}}/{{=tasks.plain.outputs.parameters.z ?? 'fb'}}/{{=tasks.plain.outputs.parameters.z == ''}}"
+                    value: "echo {{tasks.producer.outputs.parameters.y}}/{{=tasks['plain'].status == 'Succeeded' ? tasks['plain'].outputs.parameters['z'] : 'fb'}}"
               - name: defaulted
                 depends: plain
                 template: with-default
@@ -192,7 +127,7 @@ def test_skipped_producer_default_and_nil_coalescing(tmp_path):
         """), tmp_path)
     assert result.status == "Succeeded", result.message
     assert result.node("producer").phase == "Skipped"
-    assert result.node("consumer").outputs["result"] == "fallback/fb/false"
+    assert result.node("consumer").outputs["result"] == "fallback/fb"
     # an argument that is only an absent output is left out: the input's default applies
     assert result.node("defaulted").outputs["result"] == "input-default"
 
@@ -261,9 +196,21 @@ spec:
      "template 'bad': only a container can be a daemon in the local runner"),
     ("  - name: bad\n    suspend: {}\n",
      "template 'bad': a suspend without a duration cannot be resumed in the local runner"),
+    # Expressions and fields mfargo never writes (runner/expr.py: the shapes it reads).
     ("  - name: bad\n    container: {image: bash, command: [echo, \"{{=sprig.genPrivateKey('rsa')}}\"]}\n",
-     "template 'bad': expression \"sprig.genPrivateKey('rsa')\": function sprig.genPrivateKey() is not "
-     "supported by the local runner"),
+     "template 'bad', {{=sprig.genPrivateKey('rsa')}}: function sprig.genPrivateKey() is not accepted "
+     "(the runner reads only toBase64(), asInt())"),
+    ("  - name: bad\n    container: {image: bash, command: [echo, \"{{=inputs.parameters.x ?? 'fb'}}\"]}\n",
+     "template 'bad', {{=inputs.parameters.x ?? 'fb'}}: '??' at column 21 is not accepted (in an expression"),
+    ("  - name: bad\n    retryStrategy: {limit: 2, expression: \"lastRetry.status == 'Failed'\"}\n"
+     "    container: {image: bash, command: [true]}\n",
+     "template 'bad': retryStrategy.expression is not supported by the local runner"),
+    ("  - name: bad\n    metrics: {prometheus: [{name: m, help: h, counter: {value: '1'}}]}\n"
+     "    container: {image: bash, command: [true]}\n",
+     "template 'bad': metrics is not supported by the local runner"),
+    ("  - name: bad\n    outputs: {parameters: [{name: p, valueFrom: {expression: \"inputs.parameters.x | upper\"}}]}\n"
+     "    container: {image: bash, command: [true]}\n",
+     "template 'bad', outputs parameter 'p', valueFrom.expression: '|' at column 21 is not accepted"),
 ])
 def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra, message):
     # Refused up front, in one line: the first task (which would run fine) never starts.
@@ -272,6 +219,26 @@ def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra
     assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"mfargo run: {message}"), err
+    assert not (tmp_path / "w" / "pods").exists()
+
+
+@pytest.mark.parametrize("field,message", [
+    ("when: \"{{tasks.ok.status}} =~ Succ\"", "when: '=~' at column 3 is not accepted (in a when"),
+    ("when: \"{{tasks.ok.status}} == Succeeded ? a : b\"", "when: '?' at column 16 is not accepted"),
+    ("depends: ok.AnySucceeded", "depends: task result 'AnySucceeded' at column 4 is not accepted"),
+    ("withSequence: {count: '2'}", "withSequence is not supported by the local runner"),
+    ("dependencies: [ok]", "dependencies is not supported by the local runner"),
+])
+def test_when_depends_and_fan_outs_mfargo_never_writes_are_refused(tmp_path, capsys, field, message):
+    wf = tmp_path / "wf.yaml"
+    text = REFUSED_BASE.replace("TEMPLATE", "ok").replace("- {name: later, depends: ok, template: ok}",
+                                                           "- name: later\n        template: ok\n        " + field)
+    wf.write_text(text)
+    assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mfargo run: template 'main', task 'later', {message}"
+                                               if ": " in message[:14] else
+                                               f"mfargo run: template 'main', task 'later': {message}"), err
     assert not (tmp_path / "w" / "pods").exists()
 
 
@@ -359,15 +326,15 @@ HOOKS = with_sh("""
                 template: sh
                 arguments: {parameters: [{name: cmd, value: "echo exit-saw-{{tasks.a.status}}"}]}
               running:
-                expression: tasks.a.status == "Running"
+                expression: tasks.a.status == 'Running'
                 template: sh
                 arguments: {parameters: [{name: cmd, value: "echo running"}]}
               failed:
-                expression: tasks.a.status == "Failed"
+                expression: tasks.a.status == 'Failed'
                 template: sh
                 arguments: {parameters: [{name: cmd, value: "echo failed"}]}
               never:
-                expression: tasks.a.status == "Succeeded"
+                expression: tasks.a.status == 'Succeeded'
                 template: sh
                 arguments: {parameters: [{name: cmd, value: "echo never"}]}
           - {name: b, depends: a.Failed, template: sh, arguments: {parameters: [{name: cmd, value: "true"}]}}
