@@ -62,10 +62,10 @@ spec:
 
 # ------------------------------------------------------------------ fan-out
 
-def test_with_sequence_past_the_limit_is_refused_in_the_preflight(tmp_path, capsys):
+def test_with_sequence_is_refused_in_the_preflight(tmp_path, capsys):
+    """mfargo never writes withSequence: refused whatever its count, before any pod."""
     line = _refused_before_any_pod(tmp_path, capsys, _steps('withSequence: {count: "10000000"}'))
-    assert line == ("mfargo run: template 'main', task 'child': withSequence is 10,000,000 items, "
-                    f"over the runner's limit of {limits.MAX_FANOUT:,} items (runner/limits.py)")
+    assert line == "mfargo run: template 'main', task 'child': withSequence is not supported by the local runner"
 
 
 def test_with_items_past_the_limit_is_refused_in_the_preflight(tmp_path, capsys):
@@ -76,7 +76,6 @@ def test_with_items_past_the_limit_is_refused_in_the_preflight(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("field, params", [
-    ('withSequence: {count: "{{workflow.parameters.n}}"}', {"n": "10000000"}),
     ("withParam: '{{workflow.parameters.items}}'", {"items": json.dumps([0] * (limits.MAX_FANOUT + 1))}),
 ])
 def test_fanout_known_at_run_time_fails_the_node_before_any_pod(tmp_path, field, params):
@@ -97,22 +96,34 @@ kind: Workflow
 metadata: {name: expr}
 spec:
   entrypoint: main
+  arguments: {parameters: [{name: big, value: "x"}]}
   templates:
   - name: main
-    container: {command: [echo, "{{=sprig.repeat(1000000000, 'x')}}"]}
+    container: {command: [echo, "EXPRESSION"]}
 """
 
 
-def test_expression_result_past_the_limit_fails_without_building_it(tmp_path):
+def test_an_expression_that_builds_a_huge_value_is_refused_before_any_pod(tmp_path, capsys):
+    """sprig.repeat (or any function mfargo never writes) is refused by the preflight: nothing is built."""
     started = time.monotonic()
-    result, _ = run_yaml(EXPR, tmp_path, timeout=30)
+    line = _refused_before_any_pod(tmp_path, capsys, EXPR.replace("EXPRESSION", "{{=sprig.repeat(1000000000, 'x')}}"))
     assert time.monotonic() - started < 20
+    assert line == ("mfargo run: template 'main', {{=sprig.repeat(1000000000, 'x')}}: function sprig.repeat() "
+                    "is not accepted (the runner reads only toBase64(), asInt())")
+
+
+def test_expression_result_past_the_limit_fails_the_node(tmp_path):
+    """mfargo's own toBase64 of a parameter past limits.MAX_VALUE_BYTES: one line, no pod."""
+    big = "x" * (limits.MAX_VALUE_BYTES * 3 // 4 + 3)
+    result, _ = run_yaml(EXPR.replace("EXPRESSION", "{{=toBase64(workflow.parameters['big'])}}"), tmp_path,
+                         {"big": big}, timeout=30)
     assert result.status in ("Failed", "Error")
     msg = result.node(result.workflow_name).message
     assert msg.splitlines() == [msg]
-    assert (f"the result of sprig.repeat is 1,000,000,000 characters, over the runner's limit of "
-            f"{limits.MAX_VALUE_BYTES:,} characters") in msg
-    assert len((result.work_dir / "status.json").read_bytes()) < 100_000
+    assert msg.endswith(f"{{{{=toBase64(workflow.parameters['big'])}}}}: its result is "
+                        f"{limits.MAX_VALUE_BYTES + 4:,} characters, over the runner's limit of "
+                        f"{limits.MAX_VALUE_BYTES:,} characters (runner/limits.py)"), msg
+    assert not any((result.work_dir / "pods").iterdir())
 
 
 OUTPUT = """
