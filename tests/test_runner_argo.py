@@ -226,6 +226,7 @@ def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra
     ("when: \"{{tasks.ok.status}} =~ Succ\"", "when: '=~' at column 3 is not accepted (in a when"),
     ("when: \"{{tasks.ok.status}} == Succeeded ? a : b\"", "when: '?' at column 16 is not accepted"),
     ("depends: ok.AnySucceeded", "depends: task result 'AnySucceeded' at column 4 is not accepted"),
+    ("depends: ok.AllFailed || !ok", "depends: task result 'AllFailed' at column 4 is not accepted"),
     ("withSequence: {count: '2'}", "withSequence is not supported by the local runner"),
     ("dependencies: [ok]", "dependencies is not supported by the local runner"),
 ])
