@@ -61,7 +61,7 @@ def test_linear_dag_with_outputs(tmp_path):
                 template: echo
                 arguments: {parameters: [{name: msg, value: "{{tasks.a.outputs.parameters.out}}-b-{{workflow.parameters.count}}"}]}
               - name: c
-                dependencies: [b]
+                depends: b.Succeeded
                 template: echo
                 arguments: {parameters: [{name: msg, value: "{{tasks.b.outputs.parameters.out}}-c ${FROM_DEFAULTS}"}]}
         """), tmp_path, {"greeting": "hi"})

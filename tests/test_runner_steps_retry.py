@@ -1,4 +1,5 @@
-"""Runner: steps recursion, expression outputs, retries, deadlines, exit handlers."""
+"""Runner: steps recursion (templates/recursion.py's shape), expression outputs, retries, deadlines,
+exit handlers."""
 import time
 
 from mfargo.runner import events as ev
@@ -34,15 +35,15 @@ spec:
         arguments: {parameters: [{name: n, value: "{{=asInt(inputs.parameters.n) + 1}}"}]}
     - - name: again
         template: loop
-        when: "{{steps.run.outputs.parameters.n}} < 3"
+        when: "{{steps.run.outputs.parameters.next}} == loop"
         arguments: {parameters: [{name: n, value: "{{steps.run.outputs.parameters.n}}"}]}
   - name: incr
     inputs: {parameters: [{name: n}]}
     outputs:
-      parameters: [{name: n, valueFrom: {path: /tmp/n}}]
+      parameters: [{name: n, valueFrom: {path: /tmp/n}}, {name: next, valueFrom: {path: /tmp/next}}]
     container:
       image: bash
-      command: [bash, -c, "echo {{inputs.parameters.n}} > /tmp/n"]
+      command: [bash, -c, "n={{inputs.parameters.n}}; echo $n > /tmp/n; if ((n < 3)); then echo loop; else echo end; fi > /tmp/next"]
   - name: show
     inputs: {parameters: [{name: n}]}
     container: {image: bash, command: [bash, -c, "echo final={{inputs.parameters.n}}"]}
