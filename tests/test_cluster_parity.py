@@ -27,8 +27,8 @@ metadata: {name: NAME}
 spec:
   entrypoint: main
   hooks:
-    while-running: {expression: 'workflow.status == "Running"', template: note}
-    after-failure: {expression: 'workflow.status == "Failed"', template: note}
+    while-running: {expression: "workflow.status == 'Running'", template: note}
+    after-failure: {expression: "workflow.status == 'Failed'", template: note}
   templates:
   - name: main
     dag:
@@ -36,12 +36,12 @@ spec:
       - name: fails
         template: fail-once
         hooks:
-          failed: {expression: 'tasks.fails.status == "Failed"', template: note}
+          failed: {expression: "tasks.fails.status == 'Failed'", template: note}
       - {name: after-fails, depends: fails, template: note}
       - name: slow
         template: sleep
         hooks:
-          running: {expression: 'tasks.slow.status == "Running"', template: note}
+          running: {expression: "tasks.slow.status == 'Running'", template: note}
       - {name: items, template: fail-fast}
       - {name: no-secret, template: no-secret}
   - name: fail-once

@@ -99,7 +99,7 @@ spec:
     steps:
     - - name: child
         template: child
-        withSequence: {count: "6"}
+        withItems: [0, 1, 2, 3, 4, 5]
   - name: child
     container:
       command: [bash, -c, 'date +%s.%N > /s/$HOSTNAME.start; sleep 0.4; date +%s.%N > /s/$HOSTNAME.end']
