@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mfargo.runner import preflight
 from mfargo.runner.cli import main
+from mfargo.runner.model import WorkflowDoc, load_document
 from mfargo.runner.dag import DAEMON_STOPPED
 from mfargo.runner.fanout import FAIL_FAST_MESSAGE
 from mfargo.runner.testing import run_yaml
@@ -223,12 +225,14 @@ def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra
 
 
 @pytest.mark.parametrize("field,message", [
-    ("when: \"{{tasks.ok.status}} =~ Succ\"", "when: '=~' at column 3 is not accepted (in a when"),
-    ("when: \"{{tasks.ok.status}} == Succeeded ? a : b\"", "when: '?' at column 16 is not accepted"),
-    ("depends: ok.AnySucceeded", "depends: task result 'AnySucceeded' at column 4 is not accepted"),
-    ("depends: ok.AllFailed || !ok", "depends: task result 'AllFailed' at column 4 is not accepted"),
-    ("withSequence: {count: '2'}", "withSequence is not supported by the local runner"),
-    ("dependencies: [ok]", "dependencies is not supported by the local runner"),
+    ("when: \"{{tasks.ok.status}} =~ Succ\"", ", when: '=~' at column 3 is not accepted (in a when"),
+    ("when: \"{{tasks.ok.status}} == Succeeded ? a : b\"", ", when: '?' at column 16 is not accepted"),
+    ("depends: ok.AnySucceeded", ", depends: task result 'AnySucceeded' at column 4 is not accepted"),
+    ("depends: ok.AllFailed || !ok", ", depends: task result 'AllFailed' at column 4 is not accepted"),
+    ("hooks: {h: {expression: \"tasks.ok.status == 'Failed' && len(x) == 1\", template: ok}}",
+     ", hooks.h.expression: function len() is not accepted"),
+    ("withSequence: {count: '2'}", ": withSequence is not supported by the local runner"),
+    ("dependencies: [ok]", ": dependencies is not supported by the local runner"),
 ])
 def test_when_depends_and_fan_outs_mfargo_never_writes_are_refused(tmp_path, capsys, field, message):
     wf = tmp_path / "wf.yaml"
@@ -237,10 +241,28 @@ def test_when_depends_and_fan_outs_mfargo_never_writes_are_refused(tmp_path, cap
     wf.write_text(text)
     assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"mfargo run: template 'main', task 'later', {message}"
-                                               if ": " in message[:14] else
-                                               f"mfargo run: template 'main', task 'later': {message}"), err
+    assert len(err) == 1 and err[0].startswith(f"mfargo run: template 'main', task 'later'{message}"), err
     assert not (tmp_path / "w" / "pods").exists()
+
+
+def test_a_workflow_hook_expression_mfargo_never_writes_is_refused(tmp_path, capsys):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(REFUSED_BASE.replace("TEMPLATE", "ok").replace(
+        "spec:\n", "spec:\n  hooks: {h: {expression: 'workflow.duration > 10', template: ok}}\n", 1))
+    assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "mfargo run: spec.hooks.h.expression: '>' at column 19 is not accepted (in an expression"), err
+    assert not (tmp_path / "w" / "pods").exists()
+
+
+def test_every_example_passes_the_preflight():
+    """What mfargo writes is what the runner reads: every checked-in example (examples/*.yaml,
+    kept fresh by tests/test_examples.py) passes the preflight, expressions included."""
+    examples = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        preflight.check(WorkflowDoc(load_document(path)))
 
 
 DAEMON = with_sh("""
