@@ -136,20 +136,17 @@ class _Parser:
         return left
 
     def sum(self):
-        left = self.unary()
-        while self.peek("+"):
-            if self.mode != EXPRESSION:
-                raise self.refuse(self.next)
-            self.take()
-            left = ("+", left, self.unary())
-        return left
+        if self.mode != EXPRESSION:
+            return self.unary()
+        return self.binary("+", self.unary)
 
     def binary(self, op: str, operand):
-        left = operand()
+        """``a op b op c`` as one node ``(op, [a, b, c])``: a long chain is not a deep tree."""
+        terms = [operand()]
         while self.peek(op):
             self.take()
-            left = (op, left, operand())
-        return left
+            terms.append(operand())
+        return terms[0] if len(terms) == 1 else (op, terms)
 
     def unary(self):
         if self.peek("!"):
@@ -205,7 +202,8 @@ class _Parser:
 
 
 def _refused(what: str, pos: int, mode: str) -> ExprError:
-    return ExprError(f"{what} at column {pos + 1} is not accepted (in {'an' if mode[0] == 'e' else 'a'} {mode} the runner reads "
+    article = "an" if mode == EXPRESSION else "a"
+    return ExprError(f"{what} at column {pos + 1} is not accepted (in {article} {mode} the runner reads "
                      f"only what mfargo writes: {ACCEPTED[mode]})")
 
 
@@ -220,7 +218,10 @@ def parse(src: str, mode: str = EXPRESSION):
     """The tree of ``src`` in ``mode``; ExprError naming what is refused."""
     key = (src, mode)
     if key not in _CACHE:
-        tree = _Parser(src, mode).whole()
+        try:
+            tree = _Parser(src, mode).whole()
+        except RecursionError:
+            raise ExprError(f"the {mode} is nested too deeply") from None
         if len(_CACHE) < 4096:
             _CACHE[key] = tree
         return tree
@@ -242,17 +243,18 @@ def _run(tree, env: dict[str, Any]) -> Any:
     if op == "!":
         return not _bool(_run(tree[1], env), "!")
     if op in ("&&", "||"):
-        left = _bool(_run(tree[1], env), op)
-        if left == (op == "||"):
-            return left
-        return _bool(_run(tree[2], env), op)
+        for term in tree[1]:  # short-circuit: the first false (&&) or true (||) decides
+            if _bool(_run(term, env), op) == (op == "||"):
+                return op == "||"
+        return op == "&&"
+    if op == "+":
+        values = [_run(term, env) for term in tree[1]]
+        if not all(_is_int(v) for v in values):
+            raise ExprError(f"+ adds integers, not {' + '.join(map(repr, values))} (use asInt())")
+        return sum(values)
     if op == "if":
         return _run(tree[2] if _bool(_run(tree[1], env), "?:") else tree[3], env)
     left, right = _run(tree[1], env), _run(tree[2], env)
-    if op == "+":
-        if not (_is_int(left) and _is_int(right)):
-            raise ExprError(f"+ adds integers, not {left!r} + {right!r} (use asInt())")
-        return left + right
     equal = type(left) is type(right) and left == right
     return equal if op == "==" else not equal
 
@@ -321,7 +323,8 @@ def depends_tasks(tree) -> list[str]:
         return []
     if tree[0] == "dep":
         return [tree[1]]
-    return list(dict.fromkeys(t for sub in tree[1:] for t in depends_tasks(sub)))
+    subtrees = tree[1] if tree[0] in ("&&", "||") else tree[1:]
+    return list(dict.fromkeys(t for sub in subtrees for t in depends_tasks(sub)))
 
 
 def depends_holds(tree, phases: dict[str, str]) -> bool:

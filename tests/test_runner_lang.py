@@ -147,7 +147,16 @@ def test_one_parser_three_modes():
     """The three fields share one grammar; a mode only drops what its field never needs."""
     assert parse("a == b", WHEN) == ("==", ("lit", "a"), ("lit", "b"))
     assert parse("a == b", EXPRESSION) == ("==", ("ref", "a", ()), ("ref", "b", ()))
-    assert parse("a && b", DEPENDS) == ("&&", ("dep", "a", None), ("dep", "b", None))
+    assert parse("a && b", DEPENDS) == ("&&", [("dep", "a", None), ("dep", "b", None)])
+
+
+def test_long_chains_and_deep_nesting_never_raise_past_one_line():
+    """A join of many branches is a flat node; nesting past the parser's depth is one ExprError."""
+    many = " && ".join(f"t{i}.Succeeded" for i in range(5000))
+    assert depends_holds(parse(many, DEPENDS), {f"t{i}": "Succeeded" for i in range(5000)})
+    assert evaluate(" + ".join(["1"] * 5000), {}) == 5000
+    with pytest.raises(ExprError, match="the when is nested too deeply"):
+        parse("(" * 5000 + "a == a" + ")" * 5000, WHEN)
 
 
 def test_scope_substitution():
