@@ -50,12 +50,12 @@ def _strings(obj: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _check_expression(src: str, where: str, mode: str = EXPRESSION) -> Any:
-    """The parsed ``src``; a ``when``'s tags (substituted before it is read) read as a word."""
+def _check_expression(src: str, where: str, mode: str = EXPRESSION) -> None:
+    """``src`` parses in ``mode``; a ``when``'s tags (substituted before it is read) read as a word."""
     if mode == WHEN:
         src = TAG_RE.sub("x", src)
     try:
-        return parse(src.strip(), mode)
+        parse(src.strip(), mode)
     except ExprError as e:
         raise WorkflowError(f"{where}: {e}") from None
 
