@@ -7,7 +7,7 @@ each (``templates/expr.py``, ``templates/dag.py``, ``templates/recursion.py``,
 the preflight (:mod:`runner.preflight`) in one line, before any pod starts, instead of
 being emulated. What mfargo writes::
 
-    {{=toBase64(workflow.parameters['p'])}}
+    {{=toBase64(workflow.parameters["p"])}}
     {{=asInt(inputs.parameters['iteration']) + 1}}
     {{=tasks['t'].status == 'Succeeded' ? tasks['t'].outputs.parameters['p'] : ''}}
     tasks['a'].status == 'Succeeded' ? 'a' : tasks['b'].status == 'Succeeded' ? 'b' : 'c'
@@ -34,7 +34,8 @@ The grammar (one precedence ladder, loosest first; each mode drops what it never
 * depends: a word is ``task`` (Succeeded or Skipped) or ``task.<Result>`` with Result one of
   Succeeded, Failed, Errored, Skipped, Omitted; task names may hold ``-``.
 
-Strings are single-quoted, without escapes. ``==``/``!=`` compare type and value; ``&&``,
+Strings are single- or double-quoted, without escapes (``toBase64``'s key is double-quoted:
+it must survive a JobSet manifest, YAML text where a single-quoted scalar doubles ``'``). ``==``/``!=`` compare type and value; ``&&``,
 ``||``, ``!`` and ``?:`` need bools and short-circuit (the branch not taken is not read). A
 name or key that does not exist is an error, never an empty string.
 """
@@ -62,7 +63,7 @@ class ExprError(Exception):
 
 
 # ``??`` and ``?.`` are tokens only so that they are refused whole.
-_TOKEN = re.compile(r"(?P<str>'[^'\\]*')|(?P<int>\d+)(?![\w.-])|(?P<op>==|!=|&&|\|\||\?\?|\?\.|[!?:+()\[\].])"
+_TOKEN = re.compile(r"(?P<str>'[^'\\]*'|\"[^\"\\]*\")|(?P<int>\d+)(?![\w.-])|(?P<op>==|!=|&&|\|\||\?\?|\?\.|[!?:+()\[\].])"
                     r"|(?P<word>[A-Za-z0-9_][A-Za-z0-9_-]*)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # outside depends: no '-' (read as a subtraction)
 

@@ -25,6 +25,7 @@ ENV = {
 @pytest.mark.parametrize("src,expected", [
     # Each shape mfargo writes (templates/expr.py, dag.py, recursion.py, hooks.py).
     ("toBase64(workflow.parameters['greeting'])", "aGkgdGhlcmU="),
+    ('toBase64(workflow.parameters["greeting"])', "aGkgdGhlcmU="),  # how mfargo writes it
     ("asInt(inputs.parameters['n']) + 1", 3),
     ("tasks['a'].status == 'Succeeded' ? tasks['a'].outputs.parameters['p'] : ''", "v"),
     ("tasks['b'].status == 'Succeeded' ? tasks['b'].outputs.parameters['p'] : ''", ""),
@@ -59,7 +60,7 @@ def test_expressions(src, expected):
     ("tasks.a?.status", "'\\?\\.' at column 8"),
     ("1 < 2", "'<' at column 3"),
     ("1.5 == 1", "'1.5' at column 1"),
-    ('"double" == x', "'\"double\"' at column 1"),
+    ('"escaped \\" quote" == x', "at column 1"),
     ("'a' matches 'b'", "'matches' at column 5"),
     ("1 +", "the end at column 4"),
     ("(1", "expected '\\)'"),
