@@ -51,6 +51,8 @@ from .model import WorkflowError, load_document
 from .readback import ENDPOINT_VAR
 from .slots import machine_cores
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
+
 
 def _parse_params(values: list[str]) -> dict[str, str]:
     out = {}
@@ -84,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="workflow parameter (overrides spec.arguments.parameters)")
     p.add_argument("--code-dir", type=Path, help="local directory replacing the image's code directory "
                    "(annotation mfargo/code-dir); also put first on PYTHONPATH")
+    p.add_argument("--resume", metavar="RUN_ID",
+                   help="resume this run of the same YAML on the same datastore (the YAML's S3, or "
+                        "METAFLOW_DATASTORE_SYSROOT_LOCAL): tasks that succeeded are cloned, the rest run")
+    p.add_argument("--resume-step", metavar="STEP", help="with --resume: run STEP and every step after it again")
     p.add_argument("--run-id-file", type=Path, help="write the Metaflow run id (argo-<workflow name>) here")
     p.add_argument("--keep", action="store_true", help="keep the work directory (and S3 data)")
     p.add_argument("--work-dir", type=Path, help="work directory (default: a temporary one); implies --keep")
@@ -208,6 +214,11 @@ def _main(args: argparse.Namespace, started: float) -> int:
         print(f"mfargo run: --max-workers must be at least 1, got {args.max_workers}", file=sys.stderr)
         return 2
     params = _parse_params(args.parameter)
+    if args.resume_step and not args.resume:
+        print("mfargo run: --resume-step needs --resume RUN_ID", file=sys.stderr)
+        return 2
+    if args.resume:  # the parameters `argo-workflows resume` sets (plugins/resume.py)
+        params.update({contract.ORIGIN_RUN_PARAMETER: args.resume, contract.RESUME_STEP_PARAMETER: args.resume_step or ""})
     capacity = _parse_params(args.node_capacity)
     keep = args.keep or args.work_dir is not None
     workdir.clean_stale(lambda line: print(f"mfargo run: {line}", file=sys.stderr, flush=True))

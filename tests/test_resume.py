@@ -205,6 +205,29 @@ def test_a_resume_step_runs_that_step_and_every_step_after_it_again(tmp_path):
     assert {p for p, t in got["tasks"].items() if t["cloned"]} == {"start/start"}
 
 
+def test_mfargo_run_resumes_a_run_kept_in_its_work_directory(tmp_path):
+    project = Project(tmp_path, FOREACH_FLOW)
+    del project.env["METAFLOW_DATASTORE_SYSROOT_LOCAL"]  # the datastore is the work directory's
+    work = str(tmp_path / "work")
+    (tmp_path / "fail").touch()
+    origin, first = project.run("--work-dir", work)
+    assert first.returncode != 0
+    (tmp_path / "fail").unlink()
+    resumed, second = project.run("--work-dir", work, "--resume", origin, "--resume-step", "join")
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert project.ran() == ["end", "join", "square 2"]  # square 2 failed in the origin: it runs too
+    project.env["METAFLOW_DATASTORE_SYSROOT_LOCAL"] = str(tmp_path / "work" / "metaflow-local")
+    got = project.read("ResumeFlow", resumed)
+    assert {p for p, t in got["tasks"].items() if t["cloned"]} == {"start/start", "square/square-0", "square/square-2"}
+
+
+def test_a_resume_step_needs_a_run_to_resume(tmp_path):
+    project = Project(tmp_path, FOREACH_FLOW)
+    proc = subprocess.run([MFARGO, "run", "wf.yaml", "--resume-step", "join"], cwd=tmp_path, env=project.env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip() == "mfargo run: --resume-step needs --resume RUN_ID"
+
+
 def test_a_gang_is_cloned_whole_or_runs_whole(tmp_path):
     project = Project(tmp_path, GANG_IN_FOREACH)
     (tmp_path / "fail").touch()
