@@ -4,7 +4,7 @@ import re
 import time
 
 from flowtools import gang_flow
-from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
+from test_e2e_support import compile_flow, control_task_id, mf_env, tail  # noqa: F401 - fixture
 
 GANG_IN_FOREACH = """
 from metaflow import FlowSpec, step, parallel, current
@@ -77,7 +77,9 @@ def test_parallel_inside_a_foreach_of_three(mf_env, tmp_path):
         [e] = {m.split("-")[1] for m in members}
         assert members == ["control-%s-0" % e, "worker-%s-0" % e]
     assert sorted(m for g in gangs for m in g[1]) == sorted(train)
-    assert {js.split("-")[1] for js in result.jobsets} == set(es)
+    # one JobSet per gang, named by its own id (not E: a resumed run keeps E), running its gang's ids
+    assert len(result.jobsets) == 3 and len({js.split("-")[1] for js in result.jobsets}) == 3
+    assert {control_task_id(js) for js in result.jobsets.values()} == {"control-%s-0" % e for e in es}
 
 
 FAULTS = """

@@ -7,7 +7,9 @@ import json
 import re
 
 from flowtools import gang_flow
-from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
+from test_e2e_support import compile_flow, control_task_id, mf_env, tail  # noqa: F401 - fixture
+
+from metaflow_extensions.mfargo.plugins import pod_contract
 
 from mfargo.compiler import naming
 
@@ -42,7 +44,7 @@ def test_oom_killed_rank_is_reported_once_after_the_last_attempt(mf_env, tmp_pat
     assert re.fullmatch(r"Error \(exit code 1\): " + MESSAGE + r"; JobSet %s: ReachedMaxRestarts after 0 restarts\)"
                         % jobset, report.message), report.message
     assert re.search(MESSAGE, "\n".join(rec.lines())), tail(result, rec)
-    entropy = jobset[len("js-"):-len("-1")]
+    entropy = pod_contract.entropy_of(control_task_id(result.jobsets[jobset]))
     got = c.client("""
         tasks = [Task("OomFlow/%s/train/control-%s-0" % (sys.argv[1], sys.argv[2]), attempt=a) for a in (0, 1)]
         print(json.dumps({"md": [t.metadata_dict.get("gang-failure") for t in tasks]}))

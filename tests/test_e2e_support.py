@@ -94,3 +94,9 @@ def compile_flow(tmp_path: Path, env: dict, source: str, *create_args: str, code
 @pytest.fixture()
 def mf_env(s3_server, tmp_path):
     return mf_env_for(s3_server, tmp_path)
+
+
+def control_task_id(jobset: dict) -> str:
+    """The control's task id a JobSet's pods are given (MF_PARALLEL_CONTROL_TASK_ID)."""
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    return {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}["MF_PARALLEL_CONTROL_TASK_ID"]
