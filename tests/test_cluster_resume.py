@@ -11,54 +11,9 @@ import pytest
 from clustertools import ON_EVERY_ARGO, failed_nodes, flow_cmd, wait_workflow
 from test_cluster_e2e import read_run
 from test_cluster_gangs import SMALL, deployed, write_flow
+from test_resume import gang_in_foreach
 
 pytestmark = [pytest.mark.cluster, ON_EVERY_ARGO]
-
-FLOW = '''
-from metaflow import FlowSpec, current, kubernetes, parallel, step
-
-BROKEN = %(broken)s  # the bug the user fixes before resuming
-
-
-class ResumeGangFlow(FlowSpec):
-    @step
-    def start(self):
-        self.splits = [0, 1]
-        self.next(self.fan, foreach="splits")
-
-    @step
-    def fan(self):
-        self.split = self.input
-        self.next(self.train, num_parallel=2)
-
-    %(small)s
-    @parallel
-    @step
-    def train(self):
-        self.rank = current.parallel.node_index
-        print("user code of rank", self.rank, "of split", self.split)
-        if BROKEN and (self.split, self.rank) == (1, 1):
-            raise RuntimeError("the bug")
-        self.next(self.gather)
-
-    @step
-    def gather(self, inputs):
-        self.ranks = sorted((i.split, i.rank) for i in inputs)
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.all_ranks = sorted(r for i in inputs for r in i.ranks)
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    ResumeGangFlow()
-'''
 
 READ = ("{'ok': run.successful, 'ranks': [list(r) for r in run['end'].task.data.all_ranks], "
         "'tasks': {'%s/%s' % (s.id, t.id): ['origin-task-id' in t.metadata_dict, t.metadata_dict.get('origin-run-id')] "
@@ -79,14 +34,13 @@ def cloned(tasks: dict) -> set[str]:
 
 
 def test_a_fixed_flow_resumes_its_failed_gang_on_the_cluster(cluster_env, tmp_path):
-    source = lambda broken: FLOW % {"broken": broken, "small": SMALL}  # noqa: E731
-    flow = write_flow(tmp_path, "ResumeGangFlow", source(True))
+    flow = write_flow(tmp_path, "GangResumeFlow", gang_in_foreach("True", ranks=2, decorators=SMALL))
     with deployed(cluster_env, flow) as start:
         origin = start(flow)
         wf = wait_workflow(cluster_env, origin, timeout=600)
         assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
 
-        flow.write_text(source(False))  # fixed, and deployed again under the same name
+        flow.write_text(gang_in_foreach("False", ranks=2, decorators=SMALL))  # fixed, deployed again (same name)
         flow_cmd(cluster_env, flow, "argo-workflows", "create")
         ids = tmp_path / "resumed-id"
         flow_cmd(cluster_env, flow, "argo-workflows", "resume", "--origin-run-id", origin, "--run-id-file", str(ids))
@@ -95,12 +49,12 @@ def test_a_fixed_flow_resumes_its_failed_gang_on_the_cluster(cluster_env, tmp_pa
         wf = wait_workflow(cluster_env, resumed, timeout=600)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
 
-        got = read_run(cluster_env, f"ResumeGangFlow/{resumed}", READ)
+        got = read_run(cluster_env, f"GangResumeFlow/{resumed}", READ)
         assert got["ok"] is True and got["ranks"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
         trains = sorted(p for p in got["tasks"] if p.startswith("train/"))
         assert len(trains) == 4
         # Split 0's gang, start and the fans were cloned; split 1's gang ran again, whole.
-        origin_tasks = read_run(cluster_env, f"ResumeGangFlow/{origin}", READ.replace(
+        origin_tasks = read_run(cluster_env, f"GangResumeFlow/{origin}", READ.replace(
             "'ranks': [list(r) for r in run['end'].task.data.all_ranks], ", ""))["tasks"]
         assert cloned(got["tasks"]) >= {"start/start", "fan/fan-0", "fan/fan-1", "gather/gather-0"}
         assert len(cloned(got["tasks"]) & set(trains)) == 2 and "gather/gather-1" not in cloned(got["tasks"])

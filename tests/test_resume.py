@@ -63,12 +63,9 @@ if __name__ == "__main__":
 
 GANG_IN_FOREACH = '''
 import os
-from metaflow import FlowSpec, current, parallel, step
+from metaflow import FlowSpec, current, kubernetes, parallel, step
 
-
-def ran(what):
-    with open(os.path.join(os.environ["RESUME_TEST_DIR"], "ran.log"), "a") as f:
-        f.write(what + "\\n")
+BROKEN = %(broken)s  # rank 1 of split 1 fails: the bug a user fixes before resuming
 
 
 class GangResumeFlow(FlowSpec):
@@ -80,15 +77,19 @@ class GangResumeFlow(FlowSpec):
     @step
     def fan(self):
         self.split = self.input
-        self.next(self.train, num_parallel=3)
+        self.next(self.train, num_parallel=%(ranks)d)
 
+    %(decorators)s
     @parallel
     @step
     def train(self):
         self.rank = current.parallel.node_index
-        ran("train %d %d" % (self.split, self.rank))
-        if (self.split, self.rank) == (1, 1) and os.path.exists(os.path.join(os.environ["RESUME_TEST_DIR"], "fail")):
-            raise RuntimeError("the flag file says fail")
+        print("user code of rank", self.rank, "of split", self.split)
+        if os.environ.get("RESUME_TEST_DIR"):  # user code's own trace, where a test reads it
+            with open(os.path.join(os.environ["RESUME_TEST_DIR"], "ran.log"), "a") as f:
+                f.write("train %%d %%d\\n" %% (self.split, self.rank))
+        if BROKEN and (self.split, self.rank) == (1, 1):
+            raise RuntimeError("the bug")
         self.next(self.gather)
 
     @step
@@ -109,6 +110,12 @@ class GangResumeFlow(FlowSpec):
 if __name__ == "__main__":
     GangResumeFlow()
 '''
+
+
+def gang_in_foreach(broken: str, ranks: int = 3, decorators: str = "") -> str:
+    """A foreach of two gangs of ``ranks`` whose rank (1, 1) fails when ``broken`` (Python)
+    is true where the flow is imported."""
+    return GANG_IN_FOREACH % {"broken": broken, "ranks": ranks, "decorators": decorators}
 
 READ_RUN = """
 import json, sys
@@ -229,7 +236,7 @@ def test_a_resume_step_needs_a_run_to_resume(tmp_path):
 
 
 def test_a_gang_is_cloned_whole_or_runs_whole(tmp_path):
-    project = Project(tmp_path, GANG_IN_FOREACH)
+    project = Project(tmp_path, gang_in_foreach('os.path.exists(os.path.join(os.environ.get("RESUME_TEST_DIR", "."), "fail"))'))
     (tmp_path / "fail").touch()
     origin, first = project.run()
     assert first.returncode != 0
