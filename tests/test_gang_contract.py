@@ -106,7 +106,10 @@ def test_resource_template_creates_a_jobset_and_waits_on_terminal_state(doc):
 def test_manifest_is_yaml_with_a_plain_gang_size(doc):
     manifest = templates(doc)["train"]["resource"]["manifest"]
     assert "replicas: {{inputs.parameters.num-parallel}}\n" in manifest
-    assert "{{=" not in manifest
+    # The only expressions: the resume parameters, base64 (double-quoted keys survive the YAML text)
+    assert set(re.findall(r"\{\{=[^}]*\}\}", manifest)) == {
+        '{{=toBase64(workflow.parameters["mfargo-origin-run-id"])}}',
+        '{{=toBase64(workflow.parameters["mfargo-resume-step"])}}'}
     # Argo's own lint: tags become placeholders, then the manifest must parse.
     parsed = yaml.safe_load(re.sub(r"\{\{[^}]+\}\}", "1", manifest))
     assert parsed["spec"]["replicatedJobs"][0]["replicas"] == 1
@@ -115,7 +118,7 @@ def test_manifest_is_yaml_with_a_plain_gang_size(doc):
 def test_jobset_shape(jobset):
     """One replicated job holds every rank: the pod is written once."""
     assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and jobset["kind"] == "JobSet"
-    assert jobset["metadata"]["name"] == "js-<inputs.parameters.task-id-entropy>-<retries>"
+    assert jobset["metadata"]["name"] == "js-<inputs.parameters.jobset-id>-<retries>"
     assert jobset["spec"]["network"] == {
         "enableDNSHostnames": True,
         "publishNotReadyAddresses": True,
@@ -137,7 +140,7 @@ def _env(job) -> dict:
 
 def test_pod_env_matches_metaflow_contract(jobset):
     [env] = (_env(j) for j in jobset["spec"]["replicatedJobs"])
-    name = "js-<inputs.parameters.task-id-entropy>-<retries>"
+    name = "js-<inputs.parameters.jobset-id>-<retries>"
     assert env["MF_MASTER_ADDR"] == "%s-rank-0-0.%s.default.svc.cluster.local" % (name, name)
     assert env["MF_MASTER_PORT"] == "29500"
     assert env["MF_WORLD_SIZE"] == "<inputs.parameters.num-parallel>"
@@ -156,6 +159,7 @@ VALUES = {
     "workflow.namespace": "default",
     "inputs.parameters.ctx": "",
     "inputs.parameters.task-id-entropy": "e1e2e3e4e5",
+    "inputs.parameters.jobset-id": "j1j2j3j4j5",
     "retries": "1",
 }
 
@@ -301,7 +305,7 @@ def test_no_retries_means_no_retries_tag(tmp_path):
     train = templates(doc)["train"]
     assert "retryStrategy" not in train
     assert "{{retries}}" not in json.dumps(train)
-    assert yaml.safe_load(as_substituted(train["resource"]["manifest"]))["metadata"]["name"] == "js-<inputs.parameters.task-id-entropy>"
+    assert yaml.safe_load(as_substituted(train["resource"]["manifest"]))["metadata"]["name"] == "js-<inputs.parameters.jobset-id>"
 
 
 def test_catch_on_parallel_compiles_with_error_retries(tmp_path):

@@ -246,7 +246,8 @@ def test_parallel_inside_foreach_gets_per_split_entropy(tmp_path):
     # The gang's failure report sits in the same body DAG, reading the same split's entropy.
     report = body["train-Failure-report"]
     assert report["depends"] == "train.Failed || train.Errored" and "hooks" not in body["train"]
-    assert args(report) == {"task-id-entropy": "{{tasks.prep.outputs.parameters.task-id-entropy}}"}
+    assert args(report) == {"task-id-entropy": "{{tasks.prep.outputs.parameters.task-id-entropy}}",
+                            "jobset-id": "{{tasks.prep.outputs.parameters.jobset-id}}"}
     # the gang join's own id is per split: t<ctx>, ctx = -<split>
     assert "--task-id 'gang_join{{inputs.parameters.ctx}}'" in script(templates(doc)["gang-join"])
 

@@ -31,7 +31,7 @@ def test_the_gang_example_has_block_style_long_script_lines_and_no_anchor():
     manifest = templates(doc)["train"]["resource"]["manifest"]
     assert max(len(line) for line in manifest.splitlines()) > emit.LINE_LIMIT  # its exec line: exempt
     assert "\n  replicatedJobs:\n  - name: rank\n" in manifest
-    assert "\n  network:\n    enableDNSHostnames: true\n" in manifest
+    assert "\n  failurePolicy:\n    maxRestarts: 0\n" in manifest
     events = list(yaml.parse(manifest.replace("{{inputs.parameters.num-parallel}}", "1")))
     assert not [e for e in events if isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None)]
     assert sum(isinstance(e, yaml.MappingStartEvent) and e.flow_style is False for e in events) > 15  # 19: one pod
