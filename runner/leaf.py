@@ -61,8 +61,6 @@ def volumes(ex: "Executor", t: dict) -> list[dict]:
 
 async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: int) -> Node:
     """A container or script template: one pod; outputs from its files and stdout."""
-    if tmpl.get("podSpecPatch"):
-        raise WorkflowError("podSpecPatch is not supported by the local runner")
     t = leaf_fields(tmpl, scope)
     if (t.get("outputs") or {}).get("artifacts"):
         raise WorkflowError("output artifacts are not supported by the local runner")

@@ -12,8 +12,8 @@ Checked for every template of the document (Argo's lint also covers all of them)
 * every ``{{= expression}}`` tag, ``valueFrom.expression``, hook ``expression``, ``when``
   and ``depends`` must be one of the shapes mfargo writes (:mod:`runner.expr`);
 * tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
-* fields mfargo never writes: artifacts (inputs, outputs, arguments), ``podSpecPatch``,
-  ``memoize``, ``synchronization``, ``metrics``, ``retryStrategy.expression``, a task's
+* a ``podSpecPatch`` with fields other than mfargo's (:data:`POD_SPEC_PATCH_FIELDS`);
+* fields mfargo never writes: artifacts (inputs, outputs, arguments), ``memoize``, ``synchronization``, ``metrics``, ``retryStrategy.expression``, a task's
   ``withSequence`` or legacy ``dependencies``, a ``suspend`` without ``duration``;
 * a ``daemon`` other than a container run by a DAG task that no task depends on (the
   shape of mfargo's run heartbeat: the runner stops it when the rest of its DAG is done);
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+import yaml
+
 from . import contain, limits
 from .expr import DEPENDS, EXPRESSION, WHEN, ExprError, depends_tasks, parse
 from .model import WorkflowDoc, WorkflowError, template_type
@@ -34,7 +36,10 @@ from .substitute import TAG_RE
 
 # Template fields whose semantics the runner does not play (ignoring them would change
 # what the workflow does).
-UNSUPPORTED_FIELDS = ("podSpecPatch", "memoize", "synchronization", "metrics")
+UNSUPPORTED_FIELDS = ("memoize", "synchronization", "metrics")
+# The pod fields mfargo's podSpecPatch holds (templates/common.py pod_spec_patch). Each is a
+# no-op here: imagePullSecrets only matter to a kubelet pulling an image.
+POD_SPEC_PATCH_FIELDS = ("imagePullSecrets",)
 UNSUPPORTED_TASK_FIELDS = ("templateRef", "inline", "withSequence", "dependencies")
 
 
@@ -79,6 +84,20 @@ def _check_container(c: dict, where: str) -> None:
                             "is unknown to the local runner")
 
 
+def _check_pod_spec_patch(patch: Any, where: str) -> None:
+    """Argo merges the patch (JSON or YAML text) into the pod; only mfargo's fields are read."""
+    try:
+        fields = yaml.safe_load(patch) if isinstance(patch, str) else patch
+    except yaml.YAMLError:
+        fields = None
+    if not isinstance(fields, dict):
+        raise WorkflowError(f"{where}: podSpecPatch is not a JSON or YAML object")
+    for key in fields:
+        if key not in POD_SPEC_PATCH_FIELDS:
+            raise WorkflowError(f"{where}: podSpecPatch field {key!r} is not supported by the local runner "
+                                f"(mfargo writes only {', '.join(POD_SPEC_PATCH_FIELDS)})")
+
+
 def _check_fanout(task: dict, tname: str) -> None:
     """A fan-out the YAML alone shows to be past limits.MAX_FANOUT (a literal list); one
     from tags is checked when it is expanded (fanout.py)."""
@@ -114,6 +133,8 @@ def check_template(tmpl: dict) -> None:
     for key in UNSUPPORTED_FIELDS:
         if tmpl.get(key):
             raise WorkflowError(f"{where}: {key} is not supported by the local runner")
+    if tmpl.get("podSpecPatch"):
+        _check_pod_spec_patch(tmpl["podSpecPatch"], where)
     for section in ("inputs", "outputs"):
         if (tmpl.get(section) or {}).get("artifacts"):
             raise WorkflowError(f"{where}: {section} artifacts are not supported by the local runner")

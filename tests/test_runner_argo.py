@@ -192,6 +192,9 @@ spec:
      "to the local runner"),
     ("  - name: bad\n    outputs: {artifacts: [{name: a, path: /tmp/a}]}\n    container: {image: bash, command: [true]}\n",
      "template 'bad': outputs artifacts are not supported by the local runner"),
+    ("  - name: bad\n    podSpecPatch: '{\"hostNetwork\": true}'\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': podSpecPatch field 'hostNetwork' is not supported by the local runner (mfargo writes "
+     "only imagePullSecrets)"),
     ("  - name: bad\n    synchronization: {mutex: {name: m}}\n    container: {image: bash, command: [true]}\n",
      "template 'bad': synchronization is not supported by the local runner"),
     ("  - name: bad\n    daemon: true\n    script: {image: bash, command: [bash], source: 'sleep 9'}\n",

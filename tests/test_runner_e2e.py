@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flowtools import EXAMPLES, clean_env
+from test_e2e_support import compile_flow, tail
 from mfargo.runner import events as ev
 from mfargo.runner.api import run_workflow
 
@@ -127,3 +128,33 @@ def test_graph_shape_examples_run(mf_env, tmp_path, example, steps):
         assert end["result"] == "'small batch'"
     if example == "nested_foreach":
         assert end["pairs"] == repr(["a1", "a2", "a3", "b1", "b2", "b3"])
+
+
+PULL_SECRET_FLOW = """
+from metaflow import FlowSpec, kubernetes, step
+
+class PullSecretFlow(FlowSpec):
+    @kubernetes(image="registry.example/team/py:1", image_pull_secrets=["regcred"])
+    @step
+    def start(self):
+        self.greeting = "hi"
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+if __name__ == "__main__":
+    PullSecretFlow()
+"""
+
+
+def test_pod_spec_patch_mfargo_writes_runs(mf_env, tmp_path):
+    """@kubernetes(image_pull_secrets=...) is a podSpecPatch (Argo has no template field for
+    it): the runner accepts it (a no-op: no image is pulled here) and the run succeeds."""
+    compiled = compile_flow(tmp_path, mf_env, PULL_SECRET_FLOW)
+    [start] = [t for t in compiled.doc["spec"]["templates"] if t["name"] == "start"]
+    assert json.loads(start["podSpecPatch"]) == {"imagePullSecrets": [{"name": "regcred"}]}
+    result, rec = compiled.run()
+    assert result.status == "Succeeded", tail(result, rec)
+    assert result.node("start").phase == "Succeeded"
