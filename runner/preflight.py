@@ -1,46 +1,98 @@
-"""Refuse, before anything runs, what the local runner cannot play.
+"""Refuse, before anything runs, what the local runner does not play: anything mfargo's
+compiler never writes.
 
-Argo validates a workflow when it is submitted; the runner does the same for the
-features it does not implement, so a run never fails halfway at a node it could
-never have executed.  Each refusal is one line naming the template (and task).
+The runner plays mfargo's dialect of Argo, not Argo: the objects and fields below are the
+ones ``templates/`` emits (``templates/argo_models.py`` lists its kinds; the examples and
+the tests' compiled flows hold every one). Any other field is refused in one line naming
+the template (and task) and the field, so a run never fails halfway at a node it could
+never have executed, and the runner carries no code for what mfargo never writes.
 Checked for every template of the document (Argo's lint also covers all of them):
 
-* template kinds other than container/script/resource/suspend/dag/steps (``http``,
-  ``containerSet``, ``data``, ``plugin``);
-* a container (main, init, sidecar) with ``args`` but no ``command``, or neither: the
-  image's entrypoint is unknown locally;
-* every ``{{= expression}}`` tag, ``valueFrom.expression``, hook ``expression``, ``when``
-  and ``depends`` must be one of the shapes mfargo writes (:mod:`runner.expr`);
-* tasks/steps using ``templateRef`` or ``inline`` templates (also in hooks);
-* a ``podSpecPatch`` with fields other than mfargo's (:data:`POD_SPEC_PATCH_FIELDS`);
-* fields mfargo never writes: artifacts (inputs, outputs, arguments), ``memoize``, ``synchronization``, ``metrics``, ``retryStrategy.expression``, a task's
-  ``withSequence`` or legacy ``dependencies``, a ``suspend`` without ``duration``;
-* a ``daemon`` other than a container run by a DAG task that no task depends on (the
-  shape of mfargo's run heartbeat: the runner stops it when the rest of its DAG is done);
-* names and paths that would leave the work directory (:func:`contain.check_document`);
-* a fan-out past :data:`limits.MAX_FANOUT` that the YAML alone shows (a literal ``withItems``
-  list).
+* every object's fields are among the ones mfargo writes (the ``*_FIELDS`` tables);
+* a container has a ``command``: the image's entrypoint is unknown locally;
+* every ``{{...}}`` simple tag is one mfargo writes (:data:`SIMPLE_TAGS`), and every
+  ``{{= expression}}``, ``valueFrom.expression``, hook ``expression``, ``when`` and
+  ``depends`` one of the shapes mfargo writes (:mod:`runner.expr`);
+* a ``podSpecPatch`` holds only mfargo's fields (:data:`POD_SPEC_PATCH_FIELDS`);
+* a ``daemon`` is a container run by a DAG task that no task depends on (the shape of
+  mfargo's run heartbeat: the runner stops it when the rest of its DAG is done);
+* names and paths that would leave the work directory (:func:`contain.check_document`).
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator
 
 import yaml
 
-from . import contain, limits
+from . import contain
 from .expr import DEPENDS, EXPRESSION, WHEN, ExprError, depends_tasks, parse
 from .model import WorkflowDoc, WorkflowError, template_type
-from .scheduler import KINDS
 from .substitute import TAG_RE
 
-
-# Template fields whose semantics the runner does not play (ignoring them would change
-# what the workflow does).
-UNSUPPORTED_FIELDS = ("memoize", "synchronization", "metrics")
+# The fields mfargo writes, per object (templates/argo_models.py's kinds, as emitted).
+SPEC_FIELDS = ("entrypoint", "templates", "arguments", "parallelism", "activeDeadlineSeconds", "hooks",
+               "serviceAccountName", "priority", "podGC", "podMetadata", "templateDefaults", "ttlStrategy",
+               "workflowMetadata")
+TEMPLATE_FIELDS = ("name", "container", "dag", "steps", "resource", "inputs", "outputs", "metadata",
+                   "activeDeadlineSeconds", "volumes", "retryStrategy", "serviceAccountName", "nodeSelector",
+                   "tolerations", "podSpecPatch", "daemon")
+CONTAINER_FIELDS = ("name", "image", "command", "args", "env", "envFrom", "resources", "volumeMounts",
+                    "terminationMessagePath", "imagePullPolicy", "ports", "securityContext")
+RESOURCE_FIELDS = ("action", "manifest", "setOwnerReference", "successCondition", "failureCondition")
+VOLUME_FIELDS = ("name", "emptyDir", "persistentVolumeClaim")
+VOLUME_MOUNT_FIELDS = ("name", "mountPath")
+DAG_FIELDS = ("tasks",)
+TASK_FIELDS = ("name", "template", "depends", "arguments", "when", "withParam")
+STEP_FIELDS = ("name", "template", "arguments", "when")
+HOOK_FIELDS = ("template", "expression")
+RETRY_FIELDS = ("limit", "retryPolicy", "backoff")
+BACKOFF_FIELDS = ("duration",)
+RETRY_POLICIES = ("Always",)
+PARAMETERS_ONLY = ("parameters",)  # inputs, outputs, arguments: no artifacts
+INPUT_PARAMETER_FIELDS = ("name",)
+OUTPUT_PARAMETER_FIELDS = ("name", "valueFrom")
+VALUE_FROM_FIELDS = ("path", "expression")
+ARGUMENT_FIELDS = ("name", "value")
 # The pod fields mfargo's podSpecPatch holds (templates/common.py pod_spec_patch). Each is a
 # no-op here: imagePullSecrets only matter to a kubelet pulling an image.
 POD_SPEC_PATCH_FIELDS = ("imagePullSecrets",)
-UNSUPPORTED_TASK_FIELDS = ("templateRef", "inline", "withSequence", "dependencies")
+# The simple tags mfargo writes (a name is [\w-]+): anything else, e.g. Argo's
+# {{workflow.creationTimestamp.Y}} or {{item.key}}, is refused.
+SIMPLE_TAGS = re.compile(r"""\s*(workflow\.(name|namespace|status) | retries | item
+    | inputs\.parameters\.[\w-]+ | (tasks|steps)\.[\w-]+\.outputs\.parameters\.[\w-]+ | tasks\.[\w-]+\.status)\s*""",
+                         re.X)
+
+
+def _only(obj: Any, allowed: tuple[str, ...], where: str, path: str) -> None:
+    """``obj`` is a mapping whose keys are all ``allowed``; ``path`` names it (``retryStrategy.``)."""
+    if not isinstance(obj, dict):
+        raise WorkflowError(f"{where}: {path.rstrip('.') or 'it'} must be a mapping")
+    for key in obj:
+        if key not in allowed:
+            raise WorkflowError(f"{where}: {path}{key} is not supported by the local runner")
+
+
+def _each(items: Any, where: str, path: str) -> list:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise WorkflowError(f"{where}: {path} must be a list")
+    return items
+
+
+def _check_parameters(section: Any, name: str, fields: tuple[str, ...], where: str) -> None:
+    if section is None:
+        return
+    _only(section, PARAMETERS_ONLY, where, f"{name}.")
+    for p in _each(section.get("parameters"), where, f"{name}.parameters"):
+        _only(p, fields, where, f"{name} parameter {p.get('name') if isinstance(p, dict) else p!r}: ")
+        vf = p.get("valueFrom")
+        if vf is not None:
+            _only(vf, VALUE_FROM_FIELDS, where, f"{name} parameter {p.get('name')!r}: valueFrom.")
+            if vf.get("expression"):
+                _check_expression(str(vf["expression"]), f"{where}, {name} parameter {p.get('name')!r}, "
+                                  "valueFrom.expression")
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -67,21 +119,21 @@ def _check_expression(src: str, where: str, mode: str = EXPRESSION) -> None:
 
 def _check_tags(obj: Any, where: str) -> None:
     for text in _strings(obj):
-        if "{{=" not in text:
-            continue
         for m in TAG_RE.finditer(text):
-            if m.group(1).startswith("="):
-                _check_expression(m.group(1)[1:], f"{where}, {{{{={m.group(1)[1:].strip()}}}}}")
+            body = m.group(1)
+            if body.startswith("="):
+                _check_expression(body[1:], f"{where}, {{{{={body[1:].strip()}}}}}")
+            elif not SIMPLE_TAGS.fullmatch(body):
+                raise WorkflowError(f"{where}: tag {{{{{body}}}}} is not supported by the local runner")
 
 
-def _check_container(c: dict, where: str) -> None:
-    name = c.get("name") or "main"
-    if c.get("args") and not c.get("command"):
-        raise WorkflowError(f"{where}: container {name!r} has args but no command: the image's "
+def _check_container(c: Any, where: str) -> None:
+    _only(c, CONTAINER_FIELDS, where, "container.")
+    if not c.get("command"):
+        raise WorkflowError(f"{where}: container {c.get('name') or 'main'!r} has no command: the image's "
                             "entrypoint is unknown to the local runner")
-    if not c.get("command") and not c.get("args"):
-        raise WorkflowError(f"{where}: container {name!r} has no command: the image's entrypoint "
-                            "is unknown to the local runner")
+    for m in _each(c.get("volumeMounts"), where, "container.volumeMounts"):
+        _only(m, VOLUME_MOUNT_FIELDS, where, f"volumeMount {m.get('name') if isinstance(m, dict) else m!r}: ")
 
 
 def _check_pod_spec_patch(patch: Any, where: str) -> None:
@@ -98,69 +150,58 @@ def _check_pod_spec_patch(patch: Any, where: str) -> None:
                                 f"(mfargo writes only {', '.join(POD_SPEC_PATCH_FIELDS)})")
 
 
-def _check_fanout(task: dict, tname: str) -> None:
-    """A fan-out the YAML alone shows to be past limits.MAX_FANOUT (a literal list); one
-    from tags is checked when it is expanded (fanout.py)."""
-    items = task.get("withItems")
-    if isinstance(items, list) and len(items) > limits.MAX_FANOUT:
-        raise WorkflowError(f"{tname}: " + limits.over("withItems", len(items), limits.MAX_FANOUT, "items"))
+def _check_hook(hook: Any, where: str) -> None:
+    """mfargo's hooks (spec.hooks only) run a template when their expression holds."""
+    _only(hook, HOOK_FIELDS, where, "")
+    if not hook.get("expression"):
+        raise WorkflowError(f"{where}: a hook without an expression is not supported by the local runner")
+    _check_expression(str(hook["expression"]), f"{where}.expression")
 
 
-def _check_task(task: dict, where: str) -> None:
-    tname = f"{where}, task {task.get('name')!r}"
-    for key in UNSUPPORTED_TASK_FIELDS:
-        if task.get(key):
-            raise WorkflowError(f"{tname}: {key} is not supported by the local runner")
+def _check_task(task: Any, where: str, fields: tuple[str, ...], kind: str) -> None:
+    tname = f"{where}, {kind} {task.get('name') if isinstance(task, dict) else task!r}"
+    _only(task, fields, tname, "")
     if task.get("when") not in (None, ""):
         _check_expression(str(task["when"]), f"{tname}, when", WHEN)
     if task.get("depends") not in (None, ""):
         _check_expression(str(task["depends"]), f"{tname}, depends", DEPENDS)
-    if (task.get("arguments") or {}).get("artifacts"):
-        raise WorkflowError(f"{tname}: artifact arguments are not supported by the local runner")
-    _check_fanout(task, tname)
-    for hname, hook in (task.get("hooks") or {}).items():
-        if isinstance(hook, dict) and hook.get("templateRef"):
-            raise WorkflowError(f"{tname}, hook {hname!r}: templateRef is not supported by the local runner")
-        if isinstance(hook, dict) and hook.get("expression"):
-            _check_expression(str(hook["expression"]), f"{tname}, hooks.{hname}.expression")
+    _check_parameters(task.get("arguments"), "arguments", ARGUMENT_FIELDS, tname)
 
 
 def check_template(tmpl: dict) -> None:
     where = f"template {tmpl.get('name')!r}"
+    _only(tmpl, TEMPLATE_FIELDS, where, "")
     kind = template_type(tmpl)
-    if kind not in KINDS:
-        raise WorkflowError(f"{where}: {kind} templates are not supported by the local runner")
-    for key in UNSUPPORTED_FIELDS:
-        if tmpl.get(key):
-            raise WorkflowError(f"{where}: {key} is not supported by the local runner")
+    if kind == "container":
+        _check_container(tmpl["container"], where)
+    if kind == "resource":
+        _only(tmpl["resource"], RESOURCE_FIELDS, where, "resource.")
+        if tmpl["resource"].get("action") != "create":
+            raise WorkflowError(f"{where}: resource.action {tmpl['resource'].get('action')!r} is not supported by "
+                                "the local runner (mfargo writes create)")
+        if tmpl.get("outputs"):
+            raise WorkflowError(f"{where}: outputs of a resource template are not supported by the local runner")
+    for v in _each(tmpl.get("volumes"), where, "volumes"):
+        _only(v, VOLUME_FIELDS, where, f"volume {v.get('name') if isinstance(v, dict) else v!r}: ")
     if tmpl.get("podSpecPatch"):
         _check_pod_spec_patch(tmpl["podSpecPatch"], where)
-    for section in ("inputs", "outputs"):
-        if (tmpl.get(section) or {}).get("artifacts"):
-            raise WorkflowError(f"{where}: {section} artifacts are not supported by the local runner")
-    if kind == "suspend" and not (tmpl["suspend"] or {}).get("duration"):
-        raise WorkflowError(f"{where}: a suspend without a duration cannot be resumed in the local runner")
-    if kind in ("container", "script"):
-        main = tmpl[kind]
-        if kind == "container" or not main.get("command"):
-            _check_container(main, where)
-    for c in (tmpl.get("initContainers") or []) + (tmpl.get("sidecars") or []):
-        _check_container(c, where)
-    if (tmpl.get("retryStrategy") or {}).get("expression"):
-        raise WorkflowError(f"{where}: retryStrategy.expression is not supported by the local runner")
-    for section in ("outputs", "inputs"):
-        for p in (tmpl.get(section) or {}).get("parameters") or []:
-            vf = p.get("valueFrom") or {}
-            if vf.get("expression"):
-                _check_expression(str(vf["expression"]), f"{where}, {section} parameter {p.get('name')!r}, "
-                                  "valueFrom.expression")
+    retry = tmpl.get("retryStrategy")
+    if retry is not None:
+        _only(retry, RETRY_FIELDS, where, "retryStrategy.")
+        _only(retry.get("backoff") or {}, BACKOFF_FIELDS, where, "retryStrategy.backoff.")
+        if retry.get("retryPolicy", "Always") not in RETRY_POLICIES:
+            raise WorkflowError(f"{where}: retryStrategy.retryPolicy {retry['retryPolicy']!r} is not supported "
+                                "by the local runner (mfargo writes Always)")
+    _check_parameters(tmpl.get("inputs"), "inputs", INPUT_PARAMETER_FIELDS, where)
+    _check_parameters(tmpl.get("outputs"), "outputs", OUTPUT_PARAMETER_FIELDS, where)
     if kind == "dag":
-        for task in tmpl["dag"].get("tasks") or []:
-            _check_task(task, where)
+        _only(tmpl["dag"], DAG_FIELDS, where, "dag.")
+        for task in _each(tmpl["dag"].get("tasks"), where, "dag.tasks"):
+            _check_task(task, where, TASK_FIELDS, "task")
     if kind == "steps":
-        for group in tmpl["steps"] or []:
-            for step in (group if isinstance(group, list) else [group]):
-                _check_task(step, where)
+        for group in _each(tmpl["steps"], where, "steps"):
+            for step in _each(group, where, "steps[]"):
+                _check_task(step, where, STEP_FIELDS, "step")
     _check_tags(tmpl, where)
 
 
@@ -175,7 +216,7 @@ def _check_daemons(doc: WorkflowDoc) -> None:
         kind = template_type(tmpl)
         if kind == "steps":
             for group in tmpl["steps"] or []:
-                for step in (group if isinstance(group, list) else [group]):
+                for step in group:
                     if step.get("template") in daemons:
                         raise WorkflowError(f"template {name!r}, step {step.get('name')!r}: a daemon as a step is "
                                             "not supported by the local runner (only as a DAG task)")
@@ -184,31 +225,28 @@ def _check_daemons(doc: WorkflowDoc) -> None:
         tasks = tmpl["dag"].get("tasks") or []
         started = {t.get("name") for t in tasks if t.get("template") in daemons}
         for t in tasks:
-            if t.get("name") in started and (t.get("withItems") or t.get("withParam")):
+            if t.get("name") in started and t.get("withParam"):
                 raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: a daemon fanned out is not "
                                     "supported by the local runner")
             needs = set(depends_tasks(parse(str(t["depends"]), DEPENDS))) if t.get("depends") else set()
             if needs & started:
                 raise WorkflowError(f"template {name!r}, task {t.get('name')!r}: a task depending on a daemon "
                                     "is not supported by the local runner")
-    for where, hook in [("spec.onExit", {"template": doc.spec.get("onExit")})] + [
-            (f"spec.hooks.{h}", v) for h, v in (doc.spec.get("hooks") or {}).items() if isinstance(v, dict)]:
+    for h, hook in (doc.spec.get("hooks") or {}).items():
         if hook.get("template") in daemons:
-            raise WorkflowError(f"{where}: a daemon as a hook is not supported by the local runner")
+            raise WorkflowError(f"spec.hooks.{h}: a daemon as a hook is not supported by the local runner")
 
 
 def check(doc: WorkflowDoc) -> None:
-    """Raise WorkflowError (one line) for the first thing the runner cannot run, or a name
+    """Raise WorkflowError (one line) for the first thing mfargo never writes, or a name
     or path that would leave the work directory (:mod:`runner.contain`)."""
-    contain.check_document(doc)
-    for key in ("synchronization", "artifactGC"):
-        if doc.spec.get(key):
-            raise WorkflowError(f"spec.{key} is not supported by the local runner")
+    _only(doc.spec, SPEC_FIELDS, "spec", "spec.")
     for name in doc.template_names:
         check_template(doc.template(name))
+    hooks = doc.spec.get("hooks") or {}
+    _only(hooks, tuple(hooks), "spec", "spec.hooks.")
+    for hname, hook in hooks.items():
+        _check_hook(hook, f"spec.hooks.{hname}")
     _check_daemons(doc)
-    for hname, hook in (doc.spec.get("hooks") or {}).items():
-        if isinstance(hook, dict) and hook.get("expression"):
-            _check_expression(str(hook["expression"]), f"spec.hooks.{hname}.expression")
     _check_tags({k: v for k, v in doc.spec.items() if k != "templates"}, "spec")
-
+    contain.check_document(doc)

@@ -2,8 +2,6 @@
 
 Each test is written from Argo's documentation or controller source, cited per test.
 """
-import json
-import re
 import textwrap
 from pathlib import Path
 
@@ -13,7 +11,6 @@ from mfargo.runner import preflight
 from mfargo.runner.cli import main
 from mfargo.runner.model import WorkflowDoc, load_document
 from mfargo.runner.dag import DAEMON_STOPPED
-from mfargo.runner.fanout import FAIL_FAST_MESSAGE
 from mfargo.runner.testing import run_yaml
 
 SH = """
@@ -28,72 +25,9 @@ def with_sh(text: str) -> str:
     return textwrap.dedent(text).rstrip() + SH
 
 
-def test_script_file_is_executable(tmp_path):
-    # Argo writes a script template's source to a file with mode 0755 (executor), so
-    # `command: [sh, -c]` can execute it as a program.
-    result, _ = run_yaml("""
-        apiVersion: argoproj.io/v1alpha1
-        kind: Workflow
-        metadata: {name: script-mode}
-        spec:
-          entrypoint: main
-          templates:
-          - name: main
-            script:
-              image: alpine
-              command: [sh, -c]
-              source: |
-                echo from-script
-        """, tmp_path)
-    assert result.status == "Succeeded", result.message
-    node = result.node("script-mode")
-    assert node.outputs["result"] == "from-script"
-    assert (result.work_dir / "pods" / node.pod_name / "script").stat().st_mode & 0o777 == 0o755
-
-
-def test_fanned_out_parameters_are_a_list_of_per_child_maps(tmp_path):
-    # operator.go processAggregateNodeOutputs: `<task>.outputs.parameters` of a fan-out is
-    # a JSON list of per-child {name: value} maps; `.parameters.<name>` a JSON list of values.
-    result, _ = run_yaml(with_sh("""
-        apiVersion: argoproj.io/v1alpha1
-        kind: Workflow
-        metadata: {name: agg}
-        spec:
-          entrypoint: main
-          templates:
-          - name: main
-            dag:
-              tasks:
-              - {name: gen, template: gen, withItems: [a, b], arguments: {parameters: [{name: x, value: "{{item}}"}]}}
-              - name: each
-                depends: gen
-                template: sh
-                withParam: "{{tasks.gen.outputs.parameters}}"
-                arguments: {parameters: [{name: cmd, value: "echo {{item.up}}-{{item.x}}"}]}
-              - name: whole
-                depends: gen
-                template: sh
-                arguments: {parameters: [{name: cmd, value: "echo '{{tasks.gen.outputs.parameters}}|{{tasks.gen.outputs.parameters.up}}'"}]}
-          - name: gen
-            inputs: {parameters: [{name: x}]}
-            container: {image: bash, command: [bash, -c, "echo {{inputs.parameters.x}} | tr a-z A-Z > /tmp/up"]}
-            outputs:
-              parameters:
-              - {name: up, valueFrom: {path: /tmp/up}}
-              - {name: x, value: "{{inputs.parameters.x}}"}
-        """), tmp_path)
-    assert result.status == "Succeeded", result.message
-    whole, by_name = result.node("whole").outputs["result"].split("|")
-    assert json.loads(whole) == [{"up": "A", "x": "a"}, {"up": "B", "x": "b"}]
-    assert json.loads(by_name) == ["A", "B"]
-    each = [result.nodes[c] for c in result.node("each").children]
-    assert [c.outputs["result"] for c in each] == ["A-a", "B-b"]
-
-
-def test_skipped_producer_default_and_guarded_output(tmp_path):
+def test_skipped_producer_and_guarded_output(tmp_path):
     # Argo docs, variables.md "Outputs of Skipped and Omitted Nodes": a skipped task's output
-    # is its valueFrom.default, else absent: mfargo's guard (templates/expr.py
-    # output_if_succeeded) never reads it, a consumer input's default applies.
+    # is absent: mfargo's guard (templates/expr.py output_if_succeeded) never reads it.
     result, _ = run_yaml(with_sh("""
         apiVersion: argoproj.io/v1alpha1
         kind: Workflow
@@ -104,67 +38,21 @@ def test_skipped_producer_default_and_guarded_output(tmp_path):
           - name: main
             dag:
               tasks:
-              - {name: producer, template: produce, when: "1 == 2"}
               - {name: plain, template: plain, when: "1 == 2"}
               - name: consumer
-                depends: producer && plain
+                depends: plain
                 template: sh
                 arguments:
                   parameters:
                   - name: cmd
-                    value: "echo {{tasks.producer.outputs.parameters.y}}/{{=tasks['plain'].status == 'Succeeded' ? tasks['plain'].outputs.parameters['z'] : 'fb'}}"
-              - name: defaulted
-                depends: plain
-                template: with-default
-                arguments: {parameters: [{name: v, value: "{{tasks.plain.outputs.parameters.z}}"}]}
-          - name: with-default
-            inputs: {parameters: [{name: v, default: input-default}]}
-            container: {image: bash, command: [bash, -c, "echo {{inputs.parameters.v}}"]}
-          - name: produce
-            container: {image: bash, command: [bash, -c, "echo real > /tmp/y"]}
-            outputs: {parameters: [{name: y, valueFrom: {path: /tmp/y, default: fallback}}]}
+                    value: "echo {{=tasks['plain'].status == 'Succeeded' ? tasks['plain'].outputs.parameters['z'] : 'fb'}}"
           - name: plain
             container: {image: bash, command: [bash, -c, "echo real > /tmp/z"]}
             outputs: {parameters: [{name: z, valueFrom: {path: /tmp/z}}]}
         """), tmp_path)
     assert result.status == "Succeeded", result.message
-    assert result.node("producer").phase == "Skipped"
-    assert result.node("consumer").outputs["result"] == "fallback/fb"
-    # an argument that is only an absent output is left out: the input's default applies
-    assert result.node("defaulted").outputs["result"] == "input-default"
-
-
-FAIL_FAST_STEPS = with_sh("""
-    apiVersion: argoproj.io/v1alpha1
-    kind: Workflow
-    metadata: {name: ffsteps}
-    spec:
-      entrypoint: main
-      templates:
-      - name: main
-        parallelism: 1
-        failFast: FAILFAST
-        steps:
-        - - name: item
-            template: sh
-            withItems: ["exit 1", "true", "true"]
-            arguments: {parameters: [{name: cmd, value: "{{item}}"}]}
-""")
-
-
-def test_fail_fast_with_parallelism_stops_starting_items(tmp_path):
-    # operator.go checkParallelism / e2e expectedfailures/parallelism-step-fail-fast.yaml:
-    # with failFast and parallelism, no child starts after one failed; the template fails
-    # with "template has failed or errored children and failFast enabled".
-    result, _ = run_yaml(FAIL_FAST_STEPS.replace("FAILFAST", "true"), tmp_path / "ff")
-    assert result.status == "Failed"
-    assert result.message == FAIL_FAST_MESSAGE
-    assert result.node("item(0:exit 1)").phase == "Failed"
-    for name in ("item(1:true)", "item(2:true)"):
-        assert result.node(name).phase == "Omitted" and result.node(name).pod_name is None
-    result, _ = run_yaml(FAIL_FAST_STEPS.replace("FAILFAST", "false"), tmp_path / "noff")
-    assert result.status == "Failed"
-    assert result.node("item(2:true)").phase == "Succeeded"
+    assert result.node("plain").phase == "Skipped"
+    assert result.node("consumer").outputs["result"] == "fb"
 
 
 REFUSED_BASE = """
@@ -186,21 +74,54 @@ spec:
 
 @pytest.mark.parametrize("extra,message", [
     ("  - name: bad\n    http: {url: 'http://example.com'}\n",
-     "template 'bad': http templates are not supported by the local runner"),
+     "template 'bad': http is not supported by the local runner"),
+    ("  - name: bad\n    script: {image: bash, command: [bash], source: 'echo hi'}\n",
+     "template 'bad': script is not supported by the local runner"),
+    ("  - name: bad\n    suspend: {duration: '1s'}\n",
+     "template 'bad': suspend is not supported by the local runner"),
+    ("  - name: bad\n    parallelism: 1\n    failFast: true\n    dag: {tasks: [{name: a, template: ok}]}\n",
+     "template 'bad': parallelism is not supported by the local runner"),
+    ("  - name: bad\n    timeout: 10s\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': timeout is not supported by the local runner"),
+    ("  - name: bad\n    sidecars: [{name: s, image: bash, command: [true]}]\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': sidecars is not supported by the local runner"),
+    ("  - name: bad\n    container: {image: bash, command: [true], workingDir: /app}\n",
+     "template 'bad': container.workingDir is not supported by the local runner"),
+    ("  - name: bad\n    volumes: [{name: v, hostPath: {path: /data}}]\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': volume 'v': hostPath is not supported by the local runner"),
+    ("  - name: bad\n    volumes: [{name: v, emptyDir: {}}]\n"
+     "    container: {image: bash, command: [true], volumeMounts: [{name: v, mountPath: /v, subPath: s}]}\n",
+     "template 'bad': volumeMount 'v': subPath is not supported by the local runner"),
+    ("  - name: bad\n    inputs: {parameters: [{name: x, default: d}]}\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': inputs parameter 'x': default is not supported by the local runner"),
+    ("  - name: bad\n    outputs: {parameters: [{name: x, globalName: g, valueFrom: {path: /tmp/x}}]}\n"
+     "    container: {image: bash, command: [true]}\n",
+     "template 'bad': outputs parameter 'x': globalName is not supported by the local runner"),
+    ("  - name: bad\n    outputs: {parameters: [{name: x, valueFrom: {path: /tmp/x, default: d}}]}\n"
+     "    container: {image: bash, command: [true]}\n",
+     "template 'bad': outputs parameter 'x': valueFrom.default is not supported by the local runner"),
+    ("  - name: bad\n    retryStrategy: {limit: 2, retryPolicy: OnError}\n    container: {image: bash, command: [true]}\n",
+     "template 'bad': retryStrategy.retryPolicy 'OnError' is not supported by the local runner"),
+    ("  - name: bad\n    retryStrategy: {limit: 2, backoff: {duration: 1s, factor: 2}}\n"
+     "    container: {image: bash, command: [true]}\n",
+     "template 'bad': retryStrategy.backoff.factor is not supported by the local runner"),
+    ("  - name: bad\n    resource: {action: get, manifest: 'kind: X'}\n",
+     "template 'bad': resource.action 'get' is not supported by the local runner"),
+    ("  - name: bad\n    container: {image: bash, command: [echo, '{{workflow.creationTimestamp.Y}}']}\n",
+     "template 'bad': tag {{workflow.creationTimestamp.Y}} is not supported by the local runner"),
+    ("  - name: bad\n    container: {image: bash, command: [echo, '{{workflow.parameters.x}}']}\n",
+     "template 'bad': tag {{workflow.parameters.x}} is not supported by the local runner"),
     ("  - name: bad\n    container: {image: alpine, args: [echo, hi]}\n",
-     "template 'bad': container 'main' has args but no command: the image's entrypoint is unknown "
-     "to the local runner"),
+     "template 'bad': container 'main' has no command: the image's entrypoint is unknown to the local runner"),
     ("  - name: bad\n    outputs: {artifacts: [{name: a, path: /tmp/a}]}\n    container: {image: bash, command: [true]}\n",
-     "template 'bad': outputs artifacts are not supported by the local runner"),
+     "template 'bad': outputs.artifacts is not supported by the local runner"),
     ("  - name: bad\n    podSpecPatch: '{\"hostNetwork\": true}'\n    container: {image: bash, command: [true]}\n",
      "template 'bad': podSpecPatch field 'hostNetwork' is not supported by the local runner (mfargo writes "
      "only imagePullSecrets)"),
     ("  - name: bad\n    synchronization: {mutex: {name: m}}\n    container: {image: bash, command: [true]}\n",
      "template 'bad': synchronization is not supported by the local runner"),
-    ("  - name: bad\n    daemon: true\n    script: {image: bash, command: [bash], source: 'sleep 9'}\n",
+    ("  - name: bad\n    daemon: true\n    dag: {tasks: [{name: a, template: ok}]}\n",
      "template 'bad': only a container can be a daemon in the local runner"),
-    ("  - name: bad\n    suspend: {}\n",
-     "template 'bad': a suspend without a duration cannot be resumed in the local runner"),
     # Expressions and fields mfargo never writes (runner/expr.py: the shapes it reads).
     ("  - name: bad\n    container: {image: bash, command: [echo, \"{{=sprig.genPrivateKey('rsa')}}\"]}\n",
      "template 'bad', {{=sprig.genPrivateKey('rsa')}}: function sprig.genPrivateKey() is not accepted "
@@ -232,8 +153,10 @@ def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra
     ("when: \"{{tasks.ok.status}} == Succeeded ? a : b\"", ", when: '?' at column 16 is not accepted"),
     ("depends: ok.AnySucceeded", ", depends: task result 'AnySucceeded' at column 4 is not accepted"),
     ("depends: ok.AllFailed || !ok", ", depends: task result 'AllFailed' at column 4 is not accepted"),
-    ("hooks: {h: {expression: \"tasks.ok.status == 'Failed' && len(x) == 1\", template: ok}}",
-     ", hooks.h.expression: function len() is not accepted"),
+    ("hooks: {exit: {template: ok}}", ": hooks is not supported by the local runner"),
+    ("onExit: ok", ": onExit is not supported by the local runner"),
+    ("continueOn: {failed: true}", ": continueOn is not supported by the local runner"),
+    ("withItems: [a, b]", ": withItems is not supported by the local runner"),
     ("withSequence: {count: '2'}", ": withSequence is not supported by the local runner"),
     ("dependencies: [ok]", ": dependencies is not supported by the local runner"),
 ])
@@ -248,14 +171,20 @@ def test_when_depends_and_fan_outs_mfargo_never_writes_are_refused(tmp_path, cap
     assert not (tmp_path / "w" / "pods").exists()
 
 
-def test_a_workflow_hook_expression_mfargo_never_writes_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize("spec,message", [
+    ("hooks: {h: {expression: 'workflow.duration > 10', template: ok}}",
+     "spec.hooks.h.expression: '>' at column 19 is not accepted (in an expression"),
+    ("hooks: {exit: {template: ok}}", "spec.hooks.exit: a hook without an expression is not supported"),
+    ("onExit: ok", "spec: spec.onExit is not supported by the local runner"),
+    ("volumes: [{name: v, emptyDir: {}}]", "spec: spec.volumes is not supported by the local runner"),
+    ("retryStrategy: {limit: 1}", "spec: spec.retryStrategy is not supported by the local runner"),
+])
+def test_workflow_fields_mfargo_never_writes_are_refused(tmp_path, capsys, spec, message):
     wf = tmp_path / "wf.yaml"
-    wf.write_text(REFUSED_BASE.replace("TEMPLATE", "ok").replace(
-        "spec:\n", "spec:\n  hooks: {h: {expression: 'workflow.duration > 10', template: ok}}\n", 1))
+    wf.write_text(REFUSED_BASE.replace("TEMPLATE", "ok").replace("spec:\n", f"spec:\n  {spec}\n", 1))
     assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(
-        "mfargo run: spec.hooks.h.expression: '>' at column 19 is not accepted (in an expression"), err
+    assert len(err) == 1 and err[0].startswith(f"mfargo run: {message}"), err
     assert not (tmp_path / "w" / "pods").exists()
 
 
@@ -322,7 +251,7 @@ def test_a_dag_of_only_a_daemon_ends_at_once(tmp_path):
 @pytest.mark.parametrize("change, message", [
     (("depends: a.Succeeded", "depends: beat"),
      "template 'main', task 'b': a task depending on a daemon is not supported by the local runner"),
-    (("{name: beat, template: beat}", "{name: beat, template: beat, withItems: [1, 2]}"),
+    (("{name: beat, template: beat}", "{name: beat, template: beat, withParam: '[1, 2]'}"),
      "template 'main', task 'beat': a daemon fanned out is not supported by the local runner"),
 ])
 def test_a_daemon_other_than_a_leaf_dag_task_is_refused(tmp_path, capsys, change, message):
@@ -331,80 +260,3 @@ def test_a_daemon_other_than_a_leaf_dag_task_is_refused(tmp_path, capsys, change
     assert main([str(wf), "--work-dir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"mfargo run: {message}"], err
-
-
-HOOKS = with_sh("""
-    apiVersion: argoproj.io/v1alpha1
-    kind: Workflow
-    metadata: {name: hooks}
-    spec:
-      entrypoint: main
-      templates:
-      - name: main
-        dag:
-          tasks:
-          - name: a
-            template: sh
-            continueOn: {failed: true}
-            arguments: {parameters: [{name: cmd, value: "echo out > /tmp/o; exit 1"}]}
-            hooks:
-              exit:
-                template: sh
-                arguments: {parameters: [{name: cmd, value: "echo exit-saw-{{tasks.a.status}}"}]}
-              running:
-                expression: tasks.a.status == 'Running'
-                template: sh
-                arguments: {parameters: [{name: cmd, value: "echo running"}]}
-              failed:
-                expression: tasks.a.status == 'Failed'
-                template: sh
-                arguments: {parameters: [{name: cmd, value: "echo failed"}]}
-              never:
-                expression: tasks.a.status == 'Succeeded'
-                template: sh
-                arguments: {parameters: [{name: cmd, value: "echo never"}]}
-          - {name: b, depends: a.Failed, template: sh, arguments: {parameters: [{name: cmd, value: "true"}]}}
-""")
-
-
-def test_task_lifecycle_and_exit_hooks(tmp_path):
-    # docs/lifecyclehook.md: an expression hook runs once when its expression holds; the exit
-    # hook after the task; tasks depending on it wait for all its hooks; a Failed hook is ignored.
-    result, _ = run_yaml(HOOKS, tmp_path)
-    assert result.status == "Succeeded", result.message
-    by_name = {n.display_name: n for n in result.nodes.values()}
-    assert by_name["a.onExit"].outputs["result"] == "exit-saw-Failed"
-    assert by_name["a.hooks.running"].outputs["result"] == "running"
-    assert by_name["a.hooks.failed"].outputs["result"] == "failed"
-    assert "a.hooks.never" not in by_name
-    b = result.node("b")
-    assert all(b.started_at >= by_name[h].finished_at for h in ("a.onExit", "a.hooks.running", "a.hooks.failed"))
-
-
-def test_a_hook_that_errors_fails_the_template_and_onexit_runs_per_step(tmp_path):
-    # A hook ending Error fails its DAG/Steps template (continueOn does not cover it).
-    bad = re.sub(r"(exit:\n\s+template: )sh", r"\1no-such-template", HOOKS)
-    assert bad != HOOKS
-    result, _ = run_yaml(bad, tmp_path / "bad")
-    assert result.status == "Failed"
-    assert result.message.startswith("hook 'a.onExit' errored: template 'no-such-template' not found")
-    result, _ = run_yaml(with_sh("""
-        apiVersion: argoproj.io/v1alpha1
-        kind: Workflow
-        metadata: {name: steps-onexit}
-        spec:
-          entrypoint: main
-          templates:
-          - name: main
-            steps:
-            - - name: s
-                template: sh
-                onExit: bye
-                withItems: [1, 2]
-                arguments: {parameters: [{name: cmd, value: "echo {{item}}"}]}
-          - name: bye
-            container: {image: bash, command: [bash, -c, "echo bye"]}
-        """), tmp_path / "steps")
-    assert result.status == "Succeeded", result.message
-    exits = sorted(n.display_name for n in result.nodes.values() if n.display_name.endswith(".onExit"))
-    assert exits == ["s(0:1).onExit", "s(1:2).onExit"]

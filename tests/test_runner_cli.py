@@ -69,7 +69,7 @@ spec:
   - name: main
     dag:
       tasks:
-      - {name: s, template: sleep, withItems: [1, 2, 3]}
+      - {name: s, template: sleep, withParam: '[1, 2, 3]'}
   - name: sleep
     container:
       image: bash

@@ -1,4 +1,4 @@
-"""Runner: DAG templates - outputs, depends/when/Omitted, fan-out, failFast, errors."""
+"""Runner: DAG templates - outputs, depends/when/Omitted, fan-out, failures, errors."""
 import json
 import textwrap
 import time
@@ -50,16 +50,16 @@ def test_linear_dag_with_outputs(tmp_path):
             outputs:
               parameters:
               - name: final
-                valueFrom: {parameter: "{{tasks.c.outputs.parameters.out}}"}
+                valueFrom: {expression: "tasks['c'].outputs.parameters['out']"}
             dag:
               tasks:
               - name: a
                 template: echo
-                arguments: {parameters: [{name: msg, value: "{{workflow.parameters.greeting}}"}]}
+                arguments: {parameters: [{name: msg, value: "{{=workflow.parameters['greeting']}}"}]}
               - name: b
                 depends: a
                 template: echo
-                arguments: {parameters: [{name: msg, value: "{{tasks.a.outputs.parameters.out}}-b-{{workflow.parameters.count}}"}]}
+                arguments: {parameters: [{name: msg, value: "{{tasks.a.outputs.parameters.out}}-b-{{=workflow.parameters['count']}}"}]}
               - name: c
                 depends: b.Succeeded
                 template: echo
@@ -154,8 +154,8 @@ def test_with_param_fan_out_and_aggregated_outputs(tmp_path):
               - name: maps
                 depends: gen
                 template: echo
-                withItems: [{k: x, v: 1}, {k: y, v: 2}]
-                arguments: {parameters: [{name: msg, value: "{{item.k}}={{item.v}}"}]}
+                withParam: '["x=1", "y=2"]'
+                arguments: {parameters: [{name: msg, value: "{{item}}"}]}
               - name: collect
                 depends: square && maps
                 template: echo
@@ -182,7 +182,7 @@ def test_with_param_fan_out_and_aggregated_outputs(tmp_path):
     assert all((result.work_dir / "pods" / c.pod_name / "tmp" / "sq").is_file() for c in children)
 
 
-FAIL_FAST = """
+DAG_WITH_A_FAILURE = """
     apiVersion: argoproj.io/v1alpha1
     kind: WorkflowTemplate
     metadata: {name: ff}
@@ -191,7 +191,6 @@ FAIL_FAST = """
       templates:
       - name: main
         dag:
-          failFast: FAILFAST
           tasks:
           - {name: bad, template: sh, arguments: {parameters: [{name: cmd, value: "exit 3"}]}}
           - {name: slow, template: sh, arguments: {parameters: [{name: cmd, value: "sleep 1"}]}}
@@ -204,21 +203,14 @@ FAIL_FAST = """
 
 def test_dag_keeps_starting_ready_tasks_after_a_failure(tmp_path):
     # Argo (workflow/controller/dag.go): every pass walks all targets, so a task whose
-    # dependencies are met still starts after another branch failed; failFast only
-    # changes when the DAG's phase is assessed.
-    result, _ = run_yaml(FAIL_FAST.replace("FAILFAST", "true"), tmp_path)
+    # dependencies are met still starts after another branch failed.
+    result, _ = run_yaml(DAG_WITH_A_FAILURE, tmp_path)
     assert result.status == "Failed"
     assert result.node("bad").phase == "Failed"
     assert result.node("bad").message == "Error (exit code 3)"
     assert result.node("slow").phase == "Succeeded"
     assert result.node("after-slow").phase == "Succeeded"
     assert "child 'bad' failed" in result.message
-
-
-def test_fail_fast_false_runs_other_branches(tmp_path):
-    result, _ = run_yaml(FAIL_FAST.replace("FAILFAST", "false"), tmp_path)
-    assert result.status == "Failed"
-    assert result.node("after-slow").phase == "Succeeded"
 
 
 def test_handled_failure_does_not_fail_the_dag(tmp_path):
@@ -256,21 +248,21 @@ def test_unknown_variable_is_an_error_not_empty(tmp_path):
           - name: main
             dag:
               tasks:
-              - {name: a, template: echo, arguments: {parameters: [{name: msg, value: "{{workflow.parameters.nope}}"}]}}
+              - {name: a, template: echo, arguments: {parameters: [{name: msg, value: "{{=workflow.parameters['nope']}}"}]}}
               - {name: r, template: retries-without-strategy}
           - name: retries-without-strategy
             container: {image: bash, command: [bash, -c, "echo {{retries}}"]}
         """), tmp_path)
     assert result.status == "Error"
     assert result.node("a").phase == "Error"
-    assert "{{workflow.parameters.nope}}" in result.node("a").message
+    assert "{{=workflow.parameters['nope']}}" in result.node("a").message
     assert result.node("r").phase == "Error"
     assert "retryStrategy" in result.node("r").message
     assert not result.pods()  # nothing ran
     assert rec.kinds(ev.NODE_FAILED)
 
 
-def test_missing_output_file_and_default(tmp_path):
+def test_missing_output_file(tmp_path):
     result, _ = run_yaml("""
         apiVersion: argoproj.io/v1alpha1
         kind: WorkflowTemplate
@@ -281,20 +273,13 @@ def test_missing_output_file_and_default(tmp_path):
           - name: main
             dag:
               tasks:
-              - {name: with-default, template: with-default}
               - {name: without, template: without}
-          - name: with-default
-            outputs:
-              parameters: [{name: x, valueFrom: {path: /mnt/out/none, default: dflt}}]
-            volumes: [{name: out, emptyDir: {}}]
-            container: {image: bash, command: ["true"], volumeMounts: [{name: out, mountPath: /mnt/out}]}
           - name: without
             outputs:
               parameters: [{name: x, valueFrom: {path: /mnt/out/none}}]
             volumes: [{name: out, emptyDir: {}}]
             container: {image: bash, command: ["true"], volumeMounts: [{name: out, mountPath: /mnt/out}]}
         """, tmp_path)
-    assert result.node("with-default").outputs["parameters"]["x"] == "dflt"
     assert result.node("without").phase == "Error"
     assert "no such file" in result.node("without").message
     assert result.status == "Error"
@@ -334,7 +319,7 @@ def test_parallelism_limits_concurrent_pods(tmp_path):
           - name: main
             dag:
               tasks:
-              - {name: s, template: sleep, withItems: [1, 2, 3, 4]}
+              - {name: s, template: sleep, withParam: '[1, 2, 3, 4]'}
           - name: sleep
             container: {image: bash, command: [bash, -c, "sleep 0.4"]}
         """, tmp_path)

@@ -1,5 +1,5 @@
 """Runner: what a pod sees - code dir mapping, env (fieldRef, $(VAR), secrets),
-PYTHONPATH/sitecustomize chaining, start failures, script templates."""
+PYTHONPATH/sitecustomize chaining, start failures."""
 import json
 
 from mfargo.runner import events as ev
@@ -7,7 +7,7 @@ from mfargo.runner import mountns
 from mfargo.runner.testing import pod_env, run_yaml
 
 
-def test_code_dir_mapping_and_working_dir(tmp_path):
+def test_code_dir_mapping(tmp_path):
     code = tmp_path / "code"
     code.mkdir()
     (code / "mymod.py").write_text("X = 'from code dir'\n")
@@ -32,21 +32,18 @@ def test_code_dir_mapping_and_working_dir(tmp_path):
           - name: wd
             container:
               image: img
-              workingDir: /app
               env: [{name: APP_FILE, value: /app/mymod.py}]
-              command: [bash, -c, "pwd; cat $APP_FILE | head -1; python -c 'import sys; print(sys.path[1:3])'"]
+              command: [bash, -c, "cat $APP_FILE | head -1; python -c 'import sys; print(sys.path[1:3])'"]
         """, tmp_path, code_dir=code)
     assert result.status == "Succeeded", result.message
     logs = {e.node: [] for e in rec.kinds(ev.LOG)}
     for e in rec.kinds(ev.LOG):
         logs[e.node].append(e.message)
     assert logs["cd"] == ["mymod.py", "from code dir"]
-    # a mount namespace shows the container path; the fallback rewrites it to the host path
-    assert logs["wd"][0] == ("/app" if mountns.available() else str(code))
-    assert logs["wd"][1] == "X = 'from code dir'"
+    assert logs["wd"][0] == "X = 'from code dir'"
     site_dir = str((__import__("mfargo.runner.pod", fromlist=["x"]).SITE_DIR))
     # PYTHONPATH names the code dir where the pod sees it (one copy of each package)
-    assert json.loads(logs["wd"][2].replace("'", '"')) == [site_dir, "/app" if mountns.available() else str(code)]
+    assert json.loads(logs["wd"][1].replace("'", '"')) == [site_dir, "/app" if mountns.available() else str(code)]
 
 
 def test_env_field_refs_and_kubernetes_expansion(tmp_path):
@@ -125,7 +122,6 @@ def test_start_failures_and_absolute_commands(tmp_path):
           templates:
           - name: main
             dag:
-              failFast: false
               tasks:
               - {name: missing, template: missing}
               - {name: image-python, template: image-python}
@@ -140,7 +136,7 @@ def test_start_failures_and_absolute_commands(tmp_path):
     assert result.status == "Failed"
 
 
-def test_script_template_result_and_sitecustomize_chaining(tmp_path):
+def test_sitecustomize_chaining(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "sitecustomize.py").write_text("import os\nos.environ['CHAINED'] = 'yes'\n")
@@ -148,7 +144,7 @@ def test_script_template_result_and_sitecustomize_chaining(tmp_path):
     result, _ = run_yaml("""
         apiVersion: argoproj.io/v1alpha1
         kind: WorkflowTemplate
-        metadata: {name: script}
+        metadata: {name: chain}
         spec:
           entrypoint: main
           templates:
@@ -156,20 +152,18 @@ def test_script_template_result_and_sitecustomize_chaining(tmp_path):
             dag:
               tasks:
               - {name: s, template: s}
-              - {name: use, depends: s, template: use, arguments: {parameters: [{name: r, value: "{{tasks.s.outputs.result}}"}]}}
+              - {name: use, depends: s, template: use, arguments: {parameters: [{name: r, value: "{{tasks.s.outputs.parameters.r}}"}]}}
           - name: s
-            script:
+            outputs: {parameters: [{name: r, valueFrom: {path: /tmp/r}}]}
+            container:
               image: python:3.11
-              command: [python]
-              source: |
-                import os, socket
-                print(os.environ.get("CHAINED"), socket.gethostbyname("anything.ns.svc"))
+              command: [python, -c, "import os, socket; open('/tmp/r', 'w').write('%s %s' % (os.environ.get('CHAINED'), socket.gethostbyname('anything.ns.svc')))"]
           - name: use
             inputs: {parameters: [{name: r}]}
             container: {image: img, command: [bash, -c, "test '{{inputs.parameters.r}}' = 'yes 127.0.0.1'"]}
         """, tmp_path, env=env)
     assert result.status == "Succeeded", result.message
-    assert result.node("s").outputs["result"] == "yes 127.0.0.1"
+    assert result.node("s").outputs["parameters"]["r"] == "yes 127.0.0.1"
 
 
 def test_private_tmp_by_default_shared_on_request(tmp_path):
@@ -236,14 +230,13 @@ MOUNTS = """
     spec:
       entrypoint: main
       arguments: {parameters: [{name: v, value: /tmp/x}]}
-      volumes: [{name: scratch, emptyDir: {}}]
       templates:
       - name: main
+        volumes: [{name: scratch, emptyDir: {}}]
         container:
           image: bash
-          command: [bash, -c, 'printf "%s|%s\\n" "$0" "$V"; grep " /data " /proc/mounts | cut -d" " -f2; echo t > /tmp/x; pwd', "{{workflow.parameters.v}}"]
-          env: [{name: V, value: "{{workflow.parameters.v}}"}]
-          workingDir: /data
+          command: [bash, -c, 'printf "%s|%s\\n" "$0" "$V"; grep " /data " /proc/mounts | cut -d" " -f2; echo t > /tmp/x; cd /data && pwd', "{{=workflow.parameters['v']}}"]
+          env: [{name: V, value: "{{=workflow.parameters['v']}}"}]
           volumeMounts: [{name: scratch, mountPath: /data}]
 """
 

@@ -93,14 +93,15 @@ metadata: {name: wide}
 spec:
   entrypoint: main
   parallelism: 100
-  volumes: [{name: s, persistentVolumeClaim: {claimName: spans}}]
   templates:
   - name: main
-    steps:
-    - - name: child
+    dag:
+      tasks:
+      - name: child
         template: child
-        withItems: [0, 1, 2, 3, 4, 5]
+        withParam: '[0, 1, 2, 3, 4, 5]'
   - name: child
+    volumes: [{name: s, persistentVolumeClaim: {claimName: spans}}]
     container:
       command: [bash, -c, 'date +%s.%N > /s/$HOSTNAME.start; sleep 0.4; date +%s.%N > /s/$HOSTNAME.end']
       volumeMounts: [{name: s, mountPath: /s}]
