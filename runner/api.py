@@ -179,22 +179,11 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     interpreter_paths = needed_paths(interpreter, base_env)
     include_files.ensure(doc, params, code_dir, base_env, on_event)  # before any pod starts
 
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-    if doc.kind in ("WorkflowTemplate", "ClusterWorkflowTemplate"):
-        wm = doc.spec.get("workflowMetadata") or {}
-        labels.update({k: param_str(v) for k, v in (wm.get("labels") or {}).items()})
-        annotations.update({k: param_str(v) for k, v in (wm.get("annotations") or {}).items()})
-        labels["workflows.argoproj.io/workflow-template"] = doc.metadata.get("name", "")
-    else:
-        labels.update({k: param_str(v) for k, v in (doc.metadata.get("labels") or {}).items()})
-        annotations.update({k: param_str(v) for k, v in (doc.metadata.get("annotations") or {}).items()})
-
     result = RunResult("Error", name, ns, str(uuid.uuid4()), work_dir=work_dir, parameters=params,
                        started_at=time.time())
 
     async def main() -> None:
-        image_code_dir = doc.annotation(CODE_DIR_ANNOTATION) or annotations.get(CODE_DIR_ANNOTATION)
+        image_code_dir = doc.annotation(CODE_DIR_ANNOTATION)
         pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
                          on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
                          stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
@@ -204,8 +193,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         kube_api = KubeApiServer(jobsets)  # what KUBERNETES_SERVICE_HOST is in a cluster
         await kube_api.start()
         pods.base_env.update(kube_api.env)
-        executor = Executor(doc, name=name, namespace=ns, uid=result.uid, created=result.started_at,
-                            parameters=params, labels=labels, annotations=annotations, pods=pods,
+        executor = Executor(doc, name=name, namespace=ns, uid=result.uid, parameters=params, pods=pods,
                             jobsets=jobsets, on_event=on_event, backoff_scale=backoff_scale, validate=validate)
         result.nodes = executor.nodes
         loop = asyncio.get_running_loop()

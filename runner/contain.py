@@ -3,7 +3,8 @@
 Users ``mfargo run`` YAML they did not write, and the runner runs as root where it can.
 The workflow's name and its template names make pod names, pod names make
 ``WORK/pods/<pod>``, a PVC ``claimName`` makes ``WORK/volumes/pvc/<claim>``, a
-``subPath`` a directory under its volume, a ``hostPath`` ``WORK/volumes/hostPath/...``.
+``mountPath`` a directory of the pod (mfargo writes no ``hostPath``, ``subPath`` nor
+``workingDir``: the preflight refuses them).
 Each is held to the API server's rule for it (``mfargo.k8s_syntax``, one place for
 each rule), which admits no ``/`` and no ``..`` in a name; paths that join a volume are
 also checked after symlinks are followed (:func:`join_inside`), since pods write into
@@ -45,7 +46,7 @@ def _later(value: object, static: bool) -> bool:
 
 
 def volume_problem(v: object, static: bool = False) -> str | None:
-    """A pod volume: its name, a PVC's claimName, a hostPath's path."""
+    """A pod volume: its name, a PVC's claimName."""
     if not isinstance(v, dict):
         return "volume %r must be a mapping" % (v,)
     name = v.get("name")
@@ -55,16 +56,11 @@ def volume_problem(v: object, static: bool = False) -> str | None:
     claim = pvc.get("claimName") if isinstance(pvc, dict) else None
     if claim is not None and not _later(claim, static) and not k8s_syntax.is_dns1123_subdomain(str(claim)):
         return "volume %r: claimName %r must be a lowercase DNS subdomain" % (name, claim)
-    host = v.get("hostPath")
-    if isinstance(host, dict) and not _later(host.get("path"), static):
-        problem = k8s_syntax.path_problem(host.get("path"), absolute=True)
-        if problem:
-            return "volume %r: hostPath.path %s" % (name, problem)
     return None
 
 
 def container_problem(c: object, static: bool = False) -> str | None:
-    """A container's volumeMounts (name, mountPath, subPath) and workingDir."""
+    """A container's volumeMounts (name, mountPath)."""
     if not isinstance(c, dict):
         return "container %r must be a mapping" % (c,)
     where = "container %r" % (c.get("name") or "main")
@@ -78,14 +74,6 @@ def container_problem(c: object, static: bool = False) -> str | None:
             problem = k8s_syntax.path_problem(m.get("mountPath"), absolute=True)
             if problem:
                 return "%s: volumeMount %r: mountPath %s" % (where, name, problem)
-        if m.get("subPath") not in (None, "") and not _later(m["subPath"], static):
-            problem = k8s_syntax.path_problem(m["subPath"], absolute=False)
-            if problem:
-                return "%s: volumeMount %r: subPath %s" % (where, name, problem)
-    if c.get("workingDir") not in (None, "") and not _later(c["workingDir"], static):
-        problem = k8s_syntax.path_problem(c["workingDir"], absolute=True)
-        if problem:
-            return "%s: workingDir %s" % (where, problem)
     return None
 
 
@@ -105,14 +93,6 @@ def join_inside(root: Path, relative: str, what: str) -> Path:
     return path
 
 
-def _containers(tmpl: dict) -> Iterator[dict]:
-    for kind in ("container", "script"):
-        if isinstance(tmpl.get(kind), dict):
-            yield tmpl[kind]
-    for key in ("initContainers", "sidecars"):
-        yield from (c for c in tmpl.get(key) or [] if isinstance(c, dict))
-
-
 def check_document(doc: WorkflowDoc) -> None:
     """Raise WorkflowError (one line) for the first static name or path that would leave
     the work directory or break the API server's rules; templated ones wait for the pod."""
@@ -128,22 +108,14 @@ def check_document(doc: WorkflowDoc) -> None:
     for name in doc.template_names:
         if not k8s_syntax.is_argo_field_name(name):
             raise WorkflowError("template name %r must be 1-128 chars of [a-zA-Z0-9-], alphanumeric first" % name)
-    for v in doc.spec.get("volumes") or []:
-        problem = volume_problem(v, static=True)
-        if problem:
-            raise WorkflowError("spec.volumes: " + problem)
-    for vct in doc.spec.get("volumeClaimTemplates") or []:
-        vname = (vct.get("metadata") or {}).get("name") if isinstance(vct, dict) else None
-        if not _templated(vname) and not k8s_syntax.is_dns1123_label(str(vname)):
-            raise WorkflowError("spec.volumeClaimTemplates: name %r must be a DNS-1123 label" % (vname,))
     for name in doc.template_names:
         tmpl = doc.template(name)
         for v in tmpl.get("volumes") or []:
             problem = volume_problem(v, static=True)
             if problem:
                 raise WorkflowError("template %r: %s" % (name, problem))
-        for c in _containers(tmpl):
-            problem = container_problem(c, static=True)
+        if isinstance(tmpl.get("container"), dict):
+            problem = container_problem(tmpl["container"], static=True)
             if problem:
                 raise WorkflowError("template %r: %s" % (name, problem))
         for key in ("dag", "steps"):

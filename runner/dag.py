@@ -2,16 +2,14 @@
 ``depends`` holds (else Omitted); ``tasks.<t>.*`` of *ancestor* tasks only (like Argo).
 
 After a failure the DAG keeps starting every task whose dependencies are met and
-marks the rest Omitted: Argo's ``dag.failFast`` only decides when the DAG's phase is
-assessed (workflow/controller/dag.go: executeDAG walks every target on each pass and
-assessDAGPhase reports Running while any started node is unfinished), and a task
+marks the rest Omitted (workflow/controller/dag.go: executeDAG walks every target on
+each pass and assessDAGPhase reports Running while any started node is unfinished), and a task
 whose ``depends`` is false is Omitted.  A task whose template is a ``daemon`` (mfargo's
 run heartbeat) runs until everything else the DAG started has finished; then, as Argo
 does, it is stopped (its pod killed) and Succeeded (runner/preflight.py: nothing may
-depend on it).  The final phase follows Argo's target-task rule: a target (leaf, in name order, or ``dag.target``) fails the DAG if its branch
-failed, the first such target giving the phase; an Omitted task inherits its parents'
-branch phase.  The template-level ``failFast``
-with ``parallelism`` stops starting children after a failure (:class:`fanout.Boundary`).
+depend on it).  The final phase follows Argo's target-task rule: a target (a leaf, in
+name order) fails the DAG if its branch failed, the first such target giving the phase;
+an Omitted task inherits its parents' branch phase.
 """
 from __future__ import annotations
 
@@ -19,9 +17,9 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from .expr import DEPENDS, depends_holds, depends_tasks, parse
-from .fanout import Boundary, run_task
+from .fanout import run_task
 from .model import BAD_PHASES, ERROR, OMITTED, SUCCEEDED, WorkflowError
-from .nodes import Node, continues, view
+from .nodes import Node, view
 from .outputs import composite_outputs
 from .substitute import Scope
 
@@ -105,22 +103,10 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     deps = {n: depends_tasks(tr) for n, tr in trees.items()}
     check_acyclic(deps)
     ancestors = {n: ancestors_of(n, deps) for n in by_name}
-    if dag.get("target"):
-        targets = [x for x in str(scope.substitute(str(dag["target"]))).replace(",", " ").split() if x]
-        for x in targets:
-            if x not in by_name:
-                raise WorkflowError(f"dag.target {x!r} is not a task")
-    else:
-        # Argo's default targets are the leaves in name order (dag.go: findLeafTaskNames sorts
-        # them), and assessDAGPhase takes the first failed one's phase (failFast).
-        depended = {d for ds in deps.values() for d in ds}
-        targets = sorted(n for n in by_name if n not in depended)
-    needed = set(by_name)
-    if dag.get("target"):
-        needed = set(targets)
-        for x in targets:
-            needed |= ancestors[x]
-    boundary = Boundary(tmpl)
+    # Argo's targets are the leaves in name order (dag.go: findLeafTaskNames sorts them),
+    # and assessDAGPhase takes the first failed one's phase.
+    depended = {d for ds in deps.values() for d in ds}
+    targets = sorted(n for n in by_name if n not in depended)
     ex.start(node)
 
     outcomes: dict[str, Node] = {}
@@ -133,18 +119,17 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
                 progressed = False
                 for t in tasks:
                     n = t["name"]
-                    if n in outcomes or n in running.values() or n not in needed:
+                    if n in outcomes or n in running.values():
                         continue
                     if any(d not in outcomes for d in deps[n]):
                         continue
                     if depends_holds(trees[n], {d: outcomes[d].phase for d in deps[n]}):
                         tscope = scope.child(tasks={a: view(outcomes[a]) for a in ancestors[n]})
-                        coro = run_task(ex, node, t, tscope, f"{node.name}.{n}", n, depth, boundary)
+                        coro = run_task(ex, node, t, tscope, f"{node.name}.{n}", n, depth)
                         running[asyncio.ensure_future(coro)] = n
                     else:
                         outcomes[n] = ex.settle(node, f"{node.name}.{n}", n, t.get("template"), OMITTED,
-                                                "omitted: depends condition not met",
-                                                ex.default_outputs(t.get("template")))
+                                                "omitted: depends condition not met")
                         progressed = True
             if not running:
                 break
@@ -159,9 +144,6 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
             for fut in running:
                 fut.cancel()
             await asyncio.gather(*running, return_exceptions=True)
-
-    if boundary.failure():
-        return ex.finish(node, *boundary.failure())
 
     memo: dict[str, tuple[str, Node] | None] = {}
 
@@ -187,10 +169,8 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
             return ex.finish(node, ERROR, f"task {target!r} never ran (its dependencies did not finish)")
         phase, culprit = b
         if phase in BAD_PHASES:
-            if continues(by_name[target], phase):
-                continue
             return ex.finish(node, phase, f"child '{culprit.display_name}' {phase.lower()}"
                              + (f": {culprit.message}" if culprit.message else ""))
     out_scope = scope.child(tasks={n: view(x) for n, x in outcomes.items()})
-    node.outputs = {"parameters": composite_outputs(tmpl, out_scope, ex.exports)}
+    node.outputs = {"parameters": composite_outputs(tmpl, out_scope)}
     return ex.finish(node, SUCCEEDED)

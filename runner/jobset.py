@@ -18,7 +18,7 @@ here.  Behaviour follows the JobSet docs/README in shared/schemas:
   restart-attempt + 1) or terminalState Failed;
 * when the JobSet finishes, still-running pods are killed.
 
-The live object is what Argo's success/failure conditions and jsonPath outputs read.
+The live object is what Argo's success/failure conditions read.
 """
 from __future__ import annotations
 

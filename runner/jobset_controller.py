@@ -60,16 +60,6 @@ class JobSetController:
     def get(self, name: str, namespace: str | None = None) -> JobSet | None:
         return self.jobsets.get((namespace or self.namespace, name))
 
-    async def delete(self, name: str, namespace: str | None = None) -> bool:
-        js = self.jobsets.pop((namespace or self.namespace, name), None)
-        if js is None:
-            return False
-        if js.task and not js.task.done():
-            js.task.cancel()
-            await asyncio.gather(js.task, return_exceptions=True)
-        self.on_event(ev.Event(ev.JOBSET, node=name, message="deleted"))
-        return True
-
     async def shutdown(self) -> None:
         """The run is over: JobSets owned by it die with it."""
         tasks = [js.task for js in self.jobsets.values() if js.task and not js.task.done()]

@@ -1,4 +1,4 @@
-"""Leaf templates: container/script (one pod), resource (a manifest), suspend (a wait).
+"""Leaf templates: container (one pod), resource (a JobSet manifest).
 
 Each ``run_*`` has the dispatch signature ``(executor, node, template, scope, depth)``
 and holds a ``spec.parallelism`` slot while its node runs.
@@ -9,7 +9,7 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
-from .model import ERROR, FAILED, SUCCEEDED, WorkflowError, param_str, parse_duration, parse_int
+from .model import ERROR, FAILED, SUCCEEDED, WorkflowError, param_str, parse_int
 from .nodes import Node, error_text
 from .outputs import container_outputs
 from .pod import PodSpec
@@ -29,13 +29,10 @@ def leaf_fields(tmpl: dict, scope: Scope) -> dict:
 
 
 def deadline(t: dict) -> float | None:
-    """The template's ``activeDeadlineSeconds`` / ``timeout``, whichever is shorter."""
-    values = []
-    if t.get("activeDeadlineSeconds") is not None:
-        values.append(float(parse_int(t["activeDeadlineSeconds"], "activeDeadlineSeconds")))
-    if t.get("timeout"):
-        values.append(parse_duration(t["timeout"]))
-    return min(values) if values else None
+    """The template's ``activeDeadlineSeconds``."""
+    if t.get("activeDeadlineSeconds") is None:
+        return None
+    return float(parse_int(t["activeDeadlineSeconds"], "activeDeadlineSeconds"))
 
 
 def pod_metadata(ex: "Executor", node: Node, t: dict) -> tuple[dict[str, str], dict[str, str]]:
@@ -48,34 +45,16 @@ def pod_metadata(ex: "Executor", node: Node, t: dict) -> tuple[dict[str, str], d
     return ({k: param_str(v) for k, v in labels.items()}, {k: param_str(v) for k, v in annotations.items()})
 
 
-def volumes(ex: "Executor", t: dict) -> list[dict]:
-    """Workflow volumes (and volumeClaimTemplates as PVCs) overlaid by the template's."""
-    vols = list(ex.global_scope.substitute_obj(ex.spec.get("volumes") or []))
-    for vct in ex.spec.get("volumeClaimTemplates") or []:
-        vname = (vct.get("metadata") or {}).get("name")
-        if vname:
-            vols.append({"name": vname, "persistentVolumeClaim": {"claimName": f"{ex.name}-{vname}"}})
-    names = {v.get("name") for v in t.get("volumes") or []}
-    return [v for v in vols if v.get("name") not in names] + list(t.get("volumes") or [])
-
-
 async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: int) -> Node:
-    """A container or script template: one pod; outputs from its files and stdout."""
+    """A container template: one pod; outputs from its files."""
     t = leaf_fields(tmpl, scope)
-    if (t.get("outputs") or {}).get("artifacts"):
-        raise WorkflowError("output artifacts are not supported by the local runner")
-    is_script = t.get("script") is not None
-    main = dict(t.get("script") if is_script else t["container"])
-    source = main.pop("source", None) if is_script else None
-    main["name"] = "main"
+    main = dict(t["container"], name="main")
     labels, annotations = pod_metadata(ex, node, t)
     pod = PodSpec(
         name=node.pod_name, namespace=ex.namespace, uid=str(uuid.uuid4()), containers=[main],
         hostname=node.pod_name[:63], labels=labels, annotations=annotations,
         service_account=t.get("serviceAccountName") or ex.spec.get("serviceAccountName") or "default",
-        init_containers=list(t.get("initContainers") or []), sidecars=list(t.get("sidecars") or []),
-        volumes=volumes(ex, t), active_deadline=deadline(t),
-        script=source if is_script else None,
+        volumes=list(t.get("volumes") or []), active_deadline=deadline(t),
         extra_env={"ARGO_POD_NAME": node.pod_name, "ARGO_CONTAINER_NAME": "main", "ARGO_NODE_ID": node.id},
         display=node.display_name, daemon=bool(tmpl.get("daemon")))
     async with ex.pod_slot():  # the slot is held until the node is finished
@@ -87,7 +66,7 @@ async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
                         "result": res.stdout, "parameters": {}}
         ok = res.phase == SUCCEEDED
         try:
-            node.outputs["parameters"] = container_outputs(t, res, ok, ex.exports)
+            node.outputs["parameters"] = container_outputs(t, res, ok)
         except WorkflowError as e:
             if ok:
                 return ex.finish(node, ERROR, error_text(e))
@@ -104,10 +83,10 @@ async def run_resource_template(ex: "Executor", node: Node, tmpl: dict, scope: S
     limit = deadline(t)
     async with ex.pod_slot():
         ex.start(node)
-        coro = run_resource(t["resource"], t.get("outputs"), ex.jobsets, owner=owner,
+        coro = run_resource(t["resource"], ex.jobsets, owner=owner,
                             on_event=ex.on_event, node=node.display_name, do_validate=ex.validate)
         try:
-            params = await (asyncio.wait_for(coro, timeout=limit) if limit is not None else coro)
+            await (asyncio.wait_for(coro, timeout=limit) if limit is not None else coro)
         except asyncio.TimeoutError:
             message = "Pod was active on the node longer than the specified deadline"
             pending = dict(ex.jobsets.pods.pending)
@@ -117,19 +96,4 @@ async def run_resource_template(ex: "Executor", node: Node, tmpl: dict, scope: S
             return ex.finish(node, FAILED, message)
         except ResourceError as e:
             return ex.finish(node, FAILED, str(e))
-        node.outputs = {"parameters": params}
-        for p in (t.get("outputs") or {}).get("parameters") or []:
-            if p.get("globalName") and p["name"] in params:
-                ex.exports[p["globalName"]] = params[p["name"]]
         return ex.finish(node, SUCCEEDED)
-
-
-async def run_suspend(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: int) -> Node:
-    """A suspend template with a duration (an indefinite one could never be resumed here)."""
-    t = leaf_fields(tmpl, scope)
-    duration = (t.get("suspend") or {}).get("duration")
-    if duration is None or duration == "":
-        raise WorkflowError("an indefinite suspend cannot be resumed in the local runner")
-    ex.start(node)
-    await asyncio.sleep(parse_duration(duration))
-    return ex.finish(node, SUCCEEDED)

@@ -15,7 +15,7 @@ MAX_YAML_BYTES = 16 * 2**20
 MAX_YAML_DEPTH = 100  # Argo workflows nest ~15 deep; the composer recurses ~3 frames a level
 MAX_YAML_NODES = 1_000_000  # nodes with aliases expanded; a 1 MiB workflow has ~50,000
 
-# Fan-out: items of one withItems/withParam (mfargo's foreach: one per Metaflow
+# Fan-out: items of one withParam (mfargo's foreach: one per Metaflow
 # task; Metaflow's own local runtime runs 100,000s only in theory, 10,000 pods take hours here).
 MAX_FANOUT = 10_000
 

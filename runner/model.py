@@ -138,15 +138,14 @@ class WorkflowDoc:
         return (self.metadata.get("annotations") or {}).get(key)
 
 
-TEMPLATE_TYPES = ("container", "script", "dag", "steps", "resource", "suspend",
-                  "containerSet", "http", "plugin", "data")
+TEMPLATE_TYPES = ("container", "dag", "steps", "resource")  # mfargo's (the preflight refuses others)
 
 
 def template_type(tmpl: dict) -> str:
     for kind in TEMPLATE_TYPES:
         if tmpl.get(kind) is not None:
             return kind
-    raise WorkflowError(f"template {tmpl.get('name')!r} has no container/script/dag/steps/resource")
+    raise WorkflowError(f"template {tmpl.get('name')!r} has no container/dag/steps/resource")
 
 
 _DUR_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")

@@ -40,11 +40,11 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def enter(binds: list[tuple[str, str]], cwd: str | None, keep_visible: list[str]) -> None:
+def enter(binds: list[tuple[str, str]], keep_visible: list[str]) -> None:
     """In the child, before exec: a private mount namespace with ``binds`` (container
     path, host path; parents first); host directories in ``keep_visible`` that a bind
     covers (the work directory under ``/tmp``, a venv on PATH...) are bound back at their
-    own path; then ``cwd``.  Sources are opened before anything is mounted, so a bind over
+    own path.  Sources are opened before anything is mounted, so a bind over
     ``/tmp`` cannot hide the next one's source.  Raises OSError."""
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
@@ -57,9 +57,6 @@ def enter(binds: list[tuple[str, str]], cwd: str | None, keep_visible: list[str]
         _bind(fd, path, f"bind {path} back")
     for fd in sources + [fd for _, fd in kept]:
         os.close(fd)
-    if cwd:
-        os.makedirs(cwd, exist_ok=True)
-        os.chdir(cwd)
 
 
 def _bind(fd: int, target: str, what: str) -> None:
@@ -193,11 +190,11 @@ def release_mount_points(keys: set[str]) -> None:
                     os.rmdir(root)
 
 
-def preexec(binds: list[tuple[str, str]] | None, cwd: str | None, kept: list[str] | None = None):
+def preexec(binds: list[tuple[str, str]] | None, kept: list[str] | None = None):
     """The child's set-up: die with the runner (PDEATHSIG), then the namespace if any."""
     def run() -> None:  # pragma: no cover - runs in the child
         with contextlib.suppress(Exception):
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if binds is not None:
-            enter(binds, cwd, kept or [])
+            enter(binds, kept or [])
     return run

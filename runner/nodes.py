@@ -2,19 +2,18 @@
 
 One node per template invocation, named like Argo's (``wf.task``, ``wf.task(0:item)``,
 ``wf[0].step``, ``name(1)`` for retry attempts).  The rules that several walkers
-share live here once: continueOn, the node a task becomes when it never runs
+share live here once: the node a task becomes when it never runs
 (:meth:`NodeBook.settle`), and what ``tasks.<t>``/``steps.<s>`` expose (:func:`view`).
 """
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
 from .expr import ExprError
-from .model import (DONE_PHASES, ERROR, FAILED, OMITTED, PENDING, RUNNING, SKIPPED, SUCCEEDED,
+from .model import (DONE_PHASES, FAILED, OMITTED, PENDING, RUNNING, SKIPPED, SUCCEEDED,
                     WorkflowError, node_id, rfc3339)
 from .pod import PodError
 from .resource import ResourceError
@@ -30,12 +29,6 @@ def error_text(e: BaseException) -> str:
     if isinstance(e, (KeyError, TypeError, AttributeError)):
         return f"malformed template ({type(e).__name__}: {e})"
     return str(e)
-
-
-def continues(task: dict, phase: str) -> bool:
-    """Argo's ``continueOn``: a Failed/Errored task that does not fail its parent."""
-    co = task.get("continueOn") or {}
-    return bool((phase == FAILED and co.get("failed")) or (phase == ERROR and co.get("error")))
 
 
 @dataclass
@@ -69,19 +62,10 @@ def view(node: Node) -> dict[str, Any]:
     """What ``tasks.<name>`` / ``steps.<name>`` expose to later nodes."""
     v: dict[str, Any] = {"id": node.id, "status": node.phase,
                          "startedAt": rfc3339(node.started_at), "finishedAt": rfc3339(node.finished_at)}
-    if node.phase in (SKIPPED, OMITTED):
-        # A node that never ran exposes its template's ``valueFrom.default`` outputs; others
-        # are absent (Argo docs, variables.md "Outputs of Skipped and Omitted Nodes").
-        if node.outputs.get("parameters"):
-            v["outputs"] = {"parameters": dict(node.outputs["parameters"])}
-    elif node.outputs or node.type in ("Pod", "TaskGroup"):
-        out = node.outputs
-        v["outputs"] = {"parameters": copy.copy(out.get("parameters") or {})}
-        if "result" in out:
-            v["outputs"]["result"] = out["result"]
-        if "exitCode" in out:
-            v["exitCode"] = out["exitCode"]
-            v["outputs"]["exitCode"] = out["exitCode"]
+    # A node that never ran has no outputs (Argo docs, variables.md "Outputs of Skipped and
+    # Omitted Nodes"): mfargo's guard reads them only of a task that Succeeded.
+    if node.phase not in (SKIPPED, OMITTED) and (node.outputs or node.type in ("Pod", "TaskGroup")):
+        v["outputs"] = {"parameters": dict(node.outputs.get("parameters") or {})}
     return v
 
 
@@ -126,12 +110,10 @@ class NodeBook:
         return node
 
     def settle(self, parent: Node, name: str, display: str, template: str | None, phase: str,
-               message: str, outputs: dict[str, str] | None = None) -> Node:
+               message: str) -> Node:
         """A task that never runs its template (when false, depends unmet, bad arguments):
-        a node of type Skipped, already finished with ``phase`` (``outputs``: its defaults)."""
+        a node of type Skipped, already finished with ``phase``."""
         node = self.new_node(name, display, "Skipped", template)
-        if outputs:
-            node.outputs = {"parameters": dict(outputs)}
         parent.children.append(node.name)
         self.start(node, announce=False)
         return self.finish(node, phase, message)

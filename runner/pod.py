@@ -5,8 +5,8 @@ a finished JobSet or Ctrl-C can kill everything it started) with bash/python tak
 from the runner's PATH.  What a real kubelet + image would provide is emulated in
 one documented way each:
 
-* **Working directory**: ``<work_dir>/pods/<pod name>/`` (fresh per pod); the
-  container's ``workingDir`` is used only if it maps to a local directory (below).
+* **Working directory**: ``<work_dir>/pods/<pod name>/`` (fresh per pod; mfargo writes
+  no ``workingDir``).
   Output goes to ``<pod dir>/log`` and, line by line, to the ``on_event`` callback.
 * **Path mapping**: every ``volumeMounts[].mountPath`` maps to a host directory
   (``emptyDir`` -> ``<pod dir>/mounts/<mountPath with / -> _>``, fresh per pod;
@@ -15,7 +15,7 @@ one documented way each:
   ``private_tmp=False`` shares the machine's /tmp instead);
   the image's code directory (annotation ``mfargo/code-dir``) maps to ``--code-dir``.
   The runner rewrites each such path *prefix* wherever it appears in command/args,
-  env values, ``workingDir`` and output ``valueFrom.path``.  Paths elsewhere in the
+  env values and output ``valueFrom.path``.  Paths elsewhere in the
   image filesystem are not visible.
 * **Environment**: the runner's base env, overlaid with ``envFrom`` then ``env``
   (``value`` with Kubernetes ``$(VAR)`` expansion, ``fieldRef`` from the pod's
@@ -71,7 +71,6 @@ class PodSpec:
     volumes: list[dict] = field(default_factory=list)
     active_deadline: float | None = None
     termination_grace: float | None = None
-    script: str | None = None  # Argo script template source (for containers[0])
     extra_env: dict[str, str] = field(default_factory=dict)
     display: str = ""
     deadline_message: str = DEFAULT_DEADLINE_MESSAGE
@@ -274,8 +273,8 @@ class PodRunner(PodSetup):
                 all_containers = pod.init_containers + pod.containers + pod.sidecars
                 mounts = {id(c): self._mounts(c, volume_dirs, pod_dir) for c in all_containers}
                 result.mounts = mounts[id(pod.containers[0])] if pod.containers else []
-                prepared = {id(c): self._prepare(pod, c, mounts[id(c)], pod_dir, i == 0 and c in pod.containers)
-                            for i, c in enumerate(pod.containers + pod.init_containers + pod.sidecars)}
+                prepared = {id(c): self._prepare(pod, c, mounts[id(c)], pod_dir)
+                            for c in pod.containers + pod.init_containers + pod.sidecars}
             except PodError as e:
                 result.reason, result.message = "Error", str(e)
                 result.exit_code = None
@@ -406,7 +405,7 @@ class PodRunner(PodSetup):
             self._reaper = Reaper()
         if group.path is not None:
             self._reaper.add(str(group.path))
-        setup = mountns.preexec(p["binds"], p["workdir"], p["kept"]) if sys.platform.startswith("linux") else None
+        setup = mountns.preexec(p["binds"], p["kept"]) if sys.platform.startswith("linux") else None
 
         def preexec() -> None:  # pragma: no cover - runs in the child
             group.join()

@@ -153,12 +153,10 @@ class PodSetup:
                 elif v.get("persistentVolumeClaim"):
                     claim = v["persistentVolumeClaim"].get("claimName") or name
                     d = self._inside(self.work_dir / "volumes" / "pvc", claim, "claimName")
-                elif v.get("hostPath"):
-                    d = self.work_dir / "volumes" / "hostPath" / mangle(v["hostPath"].get("path", name))
                 else:
                     kind = next((k for k in v if k != "name"), "?")
                     raise PodError(f"volume {name!r} of type {kind!r} is not supported by the local runner "
-                                   "(emptyDir, persistentVolumeClaim and hostPath are)")
+                                   "(emptyDir and persistentVolumeClaim are)")
                 d.mkdir(parents=True, exist_ok=True)
                 dirs[name] = d
         return dirs
@@ -176,11 +174,7 @@ class PodSetup:
             path = m.get("mountPath")
             if not path or path == "/":
                 continue
-            host = volume_dirs[m["name"]]
-            if m.get("subPath"):
-                host = self._inside(host, m["subPath"], "subPath")
-                host.mkdir(parents=True, exist_ok=True)
-            mounts.append((path.rstrip("/"), host))
+            mounts.append((path.rstrip("/"), volume_dirs[m["name"]]))
         taken = {p for p, _ in mounts}
         if self.private_tmp and "/tmp" not in taken:
             mounts.append(("/tmp", pod_dir / "tmp"))
@@ -236,7 +230,7 @@ class PodSetup:
         raise PodError(f"{what} {name!r} (key {key!r}) is not available: the local runner has no "
                        f"Kubernetes {what}s; pass it to the runner (secrets=/config_maps=)")
 
-    def _prepare(self, pod: PodSpec, c: dict, mounts, pod_dir: Path, is_main: bool) -> dict:
+    def _prepare(self, pod: PodSpec, c: dict, mounts, pod_dir: Path) -> dict:
         # With mount namespaces the container sees its paths as they are: nothing to rewrite.
         rewrite = (lambda text: text) if self.mount_namespaces else make_rewriter(mounts)
         # The kubelet keeps the file at terminationMessagePath as the container's message.
@@ -304,13 +298,6 @@ class PodSetup:
         if not command:
             raise PodError(f"container {cname!r} has args but no command: the image entrypoint is unknown locally")
         argv = [k8s_expand(rewrite(x), cenv) for x in command + args]
-        if is_main and pod.script is not None:
-            script_path = pod_dir / "script"
-            script_path.write_text(pod.script)
-            # Argo's executor writes the script file executable (0755), so `command: [sh, -c]`
-            # can run it as a program (workflow/executor/executor.go, script templates).
-            script_path.chmod(0o755)
-            argv.append(str(script_path))
         cwd = pod_dir
         if self.mount_namespaces:
             binds = mountns.ordered(mounts)
@@ -320,14 +307,8 @@ class PodSetup:
             needed = [str(self.work_dir), str(self.code_dir or ""), str(SITE_DIR),
                       *mountns.host_paths(self.base_env), *self.interpreter_paths]
             return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": binds, "message_file": message_file,
-                    "kept": mountns.keep_visible(binds, needed),
-                    "workdir": str(c["workingDir"]) if c.get("workingDir") else None}
-        if c.get("workingDir"):
-            mapped = rewrite(str(c["workingDir"]))
-            if mapped != c["workingDir"]:
-                Path(mapped).mkdir(parents=True, exist_ok=True)
-                cwd = Path(mapped)
-        return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": None, "kept": None, "workdir": None,
+                    "kept": mountns.keep_visible(binds, needed)}
+        return {"name": cname, "argv": argv, "env": env, "cwd": cwd, "binds": None, "kept": None,
                 "message_file": message_file}
 
     def _pythonpath(self, given: str, mounts: list[tuple[str, Path]]) -> str:

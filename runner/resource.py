@@ -6,19 +6,16 @@ AlreadyExists), then watch the object until ``failureCondition`` (checked first,
 any requirement matching fails the step) or ``successCondition`` (all
 requirements must match) holds; no conditions = done right after create.
 Conditions use Kubernetes label-selector syntax over gjson paths of the object
-(``status.terminalState == Completed``, ``=``, ``!=``, ``in (a,b)``, ``notin``,
-``key``, ``!key``, ``>``/``<`` on integers; comma = AND).  Outputs come from
-``valueFrom.jsonPath`` (kubectl JSONPath such as ``{.metadata.labels.x}``) or a
-simple ``jqFilter`` path (``.status.restarts``).
+(mfargo writes ``status.terminalState == Completed``; comma = AND).
 
-Only JobSets are supported (``create``, ``get``, ``delete``).  Where a real step
+mfargo's resource templates create a JobSet and have no outputs (the preflight refuses
+anything else).  Where a real step
 would wait forever (the JobSet settled in a state no condition matches) the runner
 fails the step with an explanation instead of hanging.
 """
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from mfargo import k8s_syntax
@@ -97,93 +94,11 @@ def matches(req: Requirement, obj: dict) -> bool:
     return num > int(req.values[0]) if req.op == ">" else num < int(req.values[0])
 
 
-# ------------------------------------------------------------------ JSONPath
-
-_SEG_RE = re.compile(r"""\.((?:\\.|[^.\[\\])+)|\[\s*(?:'([^']*)'|"([^"]*)"|(-?\d+))\s*\]""")
-
-
-def jsonpath(obj: Any, template: str) -> str:
-    """kubectl ``-o jsonpath`` for plain field paths (missing fields print nothing)."""
-    out = []
-    pos = 0
-    for m in re.finditer(r"\{([^{}]*)\}", template):
-        out.append(template[pos:m.start()])
-        pos = m.end()
-        expr = m.group(1).strip()
-        if expr.startswith("$"):
-            expr = expr[1:]
-        if expr in ("", "."):
-            out.append(gjson_string(obj))
-            continue
-        if expr.startswith("range") or expr.startswith("end") or "?(" in expr or "*" in expr or ".." in expr:
-            raise ResourceError(f"jsonPath {template!r}: only plain field paths are supported locally")
-        cur: Any = obj
-        i = 0
-        while i < len(expr):
-            sm = _SEG_RE.match(expr, i)
-            if not sm:
-                raise ResourceError(f"jsonPath {template!r}: cannot parse at {expr[i:]!r}")
-            i = sm.end()
-            if sm.group(1) is not None or sm.group(2) is not None or sm.group(3) is not None:
-                key = sm.group(1) if sm.group(1) is not None else (
-                    sm.group(2) if sm.group(2) is not None else sm.group(3))
-                key = re.sub(r"\\(.)", r"\1", key)
-                cur = cur.get(key, _MISSING) if isinstance(cur, dict) else _MISSING
-            else:
-                idx = int(sm.group(4))
-                cur = cur[idx] if isinstance(cur, list) and -len(cur) <= idx < len(cur) else _MISSING
-            if cur is _MISSING:
-                break
-        if cur is not _MISSING:
-            out.append(gjson_string(cur))
-    out.append(template[pos:])
-    return "".join(out)
-
-
-def jq_path(obj: Any, flt: str) -> str:
-    flt = flt.strip()
-    if not re.fullmatch(r"(\.[A-Za-z0-9_\-]+|\[\d+\])+|\.", flt):
-        raise ResourceError(f"jqFilter {flt!r}: only simple paths like .status.restarts are supported locally")
-    cur = obj
-    for m in re.finditer(r"\.([A-Za-z0-9_\-]+)|\[(\d+)\]", flt):
-        if m.group(1) is not None:
-            cur = cur.get(m.group(1)) if isinstance(cur, dict) else None
-        else:
-            i = int(m.group(2))
-            cur = cur[i] if isinstance(cur, list) and i < len(cur) else None
-    return gjson_string(cur) if not isinstance(cur, str) else cur
-
-
 # ------------------------------------------------------------------ execution
 
-def _outputs(outputs_spec: dict | None, obj: dict | None) -> dict[str, str]:
-    params = {}
-    for p in (outputs_spec or {}).get("parameters") or []:
-        vf = p.get("valueFrom") or {}
-        name = p["name"]
-        if obj is None:
-            if vf.get("default") is not None:
-                params[name] = str(vf["default"])
-                continue
-            raise ResourceError(f"output parameter {name!r}: no object to read")
-        if vf.get("jsonPath"):
-            params[name] = jsonpath(obj, vf["jsonPath"])
-        elif vf.get("jqFilter"):
-            params[name] = jq_path(obj, vf["jqFilter"])
-        elif vf.get("default") is not None:
-            params[name] = str(vf["default"])
-        else:
-            raise ResourceError(f"output parameter {name!r}: resource templates need valueFrom.jsonPath or jqFilter")
-    return params
-
-
-async def run_resource(resource: dict, outputs_spec: dict | None, controller: JobSetController, *,
-                       owner: dict | None, on_event: ev.EventCallback, node: str,
-                       do_validate: bool = True) -> dict[str, str]:
-    """Run the step; returns output parameters or raises ResourceError."""
-    action = resource.get("action")
-    if resource.get("manifestFrom"):
-        raise ResourceError("manifestFrom (manifest in an artifact) is not supported by the local runner")
+async def run_resource(resource: dict, controller: JobSetController, *, owner: dict | None,
+                       on_event: ev.EventCallback, node: str, do_validate: bool = True) -> None:
+    """Create the JobSet and wait for a condition; raises ResourceError if the step fails."""
     manifest = resource.get("manifest")
     if not isinstance(manifest, str) or not manifest.strip():
         raise ResourceError("resource.manifest is empty")
@@ -198,27 +113,15 @@ async def run_resource(resource: dict, outputs_spec: dict | None, controller: Jo
     if obj.get("kind") != "JobSet" or api.split("/")[0] != GROUP:
         raise ResourceError(f"resource kind {obj.get('kind')!r} ({api}) is not supported: "
                             "the local runner only plays the JobSet controller")
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    if action == "delete":
-        await controller.delete(meta.get("name", ""), ns)
-        return {}
-    if action == "get":
-        js = controller.get(meta.get("name", ""), ns)
-        if js is None:
-            raise ResourceError(f'Error from server (NotFound): jobsets.{GROUP} "{meta.get("name")}" not found')
-    elif action == "create":
-        if do_validate:
-            problems = validate(obj, on_event)
-            if problems:
-                raise ResourceError("The JobSet is invalid: " + "; ".join(problems))
-        owner_ref = owner if resource.get("setOwnerReference") else None
-        try:
-            js = controller.create(obj, owner_ref)
-        except JobSetError as e:
-            raise ResourceError(str(e)) from None
-    else:
-        raise ResourceError(f"resource action {action!r} is not supported locally (create, get, delete are)")
+    if do_validate:
+        problems = validate(obj, on_event)
+        if problems:
+            raise ResourceError("The JobSet is invalid: " + "; ".join(problems))
+    owner_ref = owner if resource.get("setOwnerReference") else None
+    try:
+        js = controller.create(obj, owner_ref)
+    except JobSetError as e:
+        raise ResourceError(str(e)) from None
 
     success = parse_selector(resource["successCondition"]) if resource.get("successCondition") else []
     failure = parse_selector(resource["failureCondition"]) if resource.get("failureCondition") else []
@@ -237,4 +140,3 @@ async def run_resource(resource: dict, outputs_spec: dict | None, controller: Jo
                 f"{current.get('status', {}).get('terminalState')}) and successCondition "
                 f"'{resource.get('successCondition')}' does not match: a real Argo step would wait forever")
         await js.wait_change(version)
-    return _outputs(outputs_spec, js.snapshot())

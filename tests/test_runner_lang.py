@@ -7,7 +7,7 @@ import pytest
 from mfargo.runner.expr import (DEPENDS, EXPRESSION, WHEN, ExprError, depends_holds, depends_tasks, evaluate,
                                 evaluate_when, format_value, parse)
 from mfargo.runner.model import merge_defaults, parse_duration, pod_name
-from mfargo.runner.resource import ResourceError, jsonpath, matches, parse_selector
+from mfargo.runner.resource import ResourceError, matches, parse_selector
 from mfargo.runner.substitute import Scope, SubstitutionError
 
 ENV = {
@@ -178,7 +178,7 @@ def test_scope_substitution():
         scope.substitute("{{=inputs.parameters.zz}}")
 
 
-def test_selector_and_jsonpath():
+def test_selector():
     obj = {"metadata": {"name": "js", "labels": {"a.b/c": "x", "task_id_entropy": "abc"}},
            "status": {"terminalState": "Completed", "restarts": 2,
                       "replicatedJobsStatus": [{"name": "w", "succeeded": 1}]}}
@@ -191,12 +191,6 @@ def test_selector_and_jsonpath():
     assert not any(matches(r, obj) for r in parse_selector("status.missing == x"))
     with pytest.raises(ResourceError):
         parse_selector('status.conditions.#(type=="Completed")')
-    assert jsonpath(obj, "{.metadata.name}") == "js"
-    assert jsonpath(obj, "{.metadata.labels.task_id_entropy}") == "abc"
-    assert jsonpath(obj, "{.metadata.labels['a.b/c']}") == "x"
-    assert jsonpath(obj, r"{.metadata.labels.a\.b/c}") == "x"
-    assert jsonpath(obj, "{.status.replicatedJobsStatus[0].name}-{.status.restarts}") == "w-2"
-    assert jsonpath(obj, "{.status.nothing}") == ""
 
 
 def test_merge_defaults():
