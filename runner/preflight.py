@@ -40,6 +40,7 @@ TEMPLATE_FIELDS = ("name", "container", "dag", "steps", "resource", "inputs", "o
 CONTAINER_FIELDS = ("name", "image", "command", "args", "env", "envFrom", "resources", "volumeMounts",
                     "terminationMessagePath", "imagePullPolicy", "ports", "securityContext")
 RESOURCE_FIELDS = ("action", "manifest", "setOwnerReference", "successCondition", "failureCondition")
+RESOURCE_CONDITION = re.compile(r"status\.terminalState == \w+")  # templates/jobset.py SUCCESS, FAILURE
 VOLUME_FIELDS = ("name", "emptyDir", "persistentVolumeClaim")
 VOLUME_MOUNT_FIELDS = ("name", "mountPath")
 DAG_FIELDS = ("tasks",)
@@ -181,6 +182,11 @@ def check_template(tmpl: dict) -> None:
                                 "the local runner (mfargo writes create)")
         if tmpl.get("outputs"):
             raise WorkflowError(f"{where}: outputs of a resource template are not supported by the local runner")
+        for key in ("successCondition", "failureCondition"):
+            condition = tmpl["resource"].get(key)
+            if condition is not None and not RESOURCE_CONDITION.fullmatch(str(condition)):
+                raise WorkflowError(f"{where}: resource.{key} {condition!r} is not supported by the local runner "
+                                    "(mfargo writes status.terminalState == <state>)")
     for v in _each(tmpl.get("volumes"), where, "volumes"):
         _only(v, VOLUME_FIELDS, where, f"volume {v.get('name') if isinstance(v, dict) else v!r}: ")
     if tmpl.get("podSpecPatch"):

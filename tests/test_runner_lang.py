@@ -7,7 +7,6 @@ import pytest
 from mfargo.runner.expr import (DEPENDS, EXPRESSION, WHEN, ExprError, depends_holds, depends_tasks, evaluate,
                                 evaluate_when, format_value, parse)
 from mfargo.runner.model import merge_defaults, parse_duration, pod_name
-from mfargo.runner.resource import ResourceError, matches, parse_selector
 from mfargo.runner.substitute import Scope, SubstitutionError
 
 ENV = {
@@ -176,21 +175,6 @@ def test_scope_substitution():
         scope.substitute("x-{{retries}}")
     with pytest.raises(SubstitutionError, match="expression"):
         scope.substitute("{{=inputs.parameters.zz}}")
-
-
-def test_selector():
-    obj = {"metadata": {"name": "js", "labels": {"a.b/c": "x", "task_id_entropy": "abc"}},
-           "status": {"terminalState": "Completed", "restarts": 2,
-                      "replicatedJobsStatus": [{"name": "w", "succeeded": 1}]}}
-    assert all(matches(r, obj) for r in parse_selector("status.terminalState == Completed"))
-    assert all(matches(r, obj) for r in parse_selector("status.terminalState=Completed,status.restarts > 1"))
-    assert all(matches(r, obj) for r in parse_selector("status.terminalState in (Completed, Failed)"))
-    assert not any(matches(r, obj) for r in parse_selector("status.terminalState == Failed"))
-    assert all(matches(r, obj) for r in parse_selector("status.nope != x, !status.nope"))
-    assert all(matches(r, obj) for r in parse_selector("status.replicatedJobsStatus.0.succeeded > 0"))
-    assert not any(matches(r, obj) for r in parse_selector("status.missing == x"))
-    with pytest.raises(ResourceError):
-        parse_selector('status.conditions.#(type=="Completed")')
 
 
 def test_merge_defaults():
