@@ -62,6 +62,8 @@ def essential_problems(obj: Any) -> list[str]:
         pod_spec = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
         if not isinstance(pod_spec, dict) or not pod_spec.get("containers"):
             problems.append(f"{where}.template.spec.template.spec.containers: required")
+        elif pod_spec.get("initContainers"):  # mfargo's gang pods have one container each
+            problems.append(f"{where}.template.spec.template.spec.initContainers: not supported by the local runner")
     sp = spec.get("successPolicy") or {}
     for t in sp.get("targetReplicatedJobs") or []:
         if t not in seen:

@@ -59,7 +59,6 @@ def build(obj: dict, default_namespace: str, rjob: str, replicas: int, j: int, g
         namespace=ns,
         uid=str(uuid.uuid4()),
         containers=list(pspec.get("containers") or []),
-        init_containers=list(pspec.get("initContainers") or []),
         volumes=list(pspec.get("volumes") or []),
         hostname=pspec.get("hostname") or (hostname if dns else ""),
         subdomain=(pspec.get("subdomain") or subdomain) if dns else "",

@@ -66,8 +66,6 @@ class PodSpec:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     service_account: str = "default"
-    init_containers: list[dict] = field(default_factory=list)
-    sidecars: list[dict] = field(default_factory=list)
     volumes: list[dict] = field(default_factory=list)
     active_deadline: float | None = None
     termination_grace: float | None = None
@@ -245,8 +243,7 @@ class PodRunner(PodSetup):
 
     # -- main entry ------------------------------------------------------------
     async def run(self, pod: PodSpec) -> PodResult:
-        problem = contain.pod_problem(pod.name, pod.volumes or [],
-                                      pod.init_containers + pod.containers + pod.sidecars)
+        problem = contain.pod_problem(pod.name, pod.volumes or [], pod.containers)
         if problem:  # before anything is created: a name from the YAML would leave the work directory
             raise PodError(problem)
         pod_dir = self.work_dir / "pods" / pod.name
@@ -270,11 +267,10 @@ class PodRunner(PodSetup):
         try:
             try:
                 volume_dirs = self._volume_dirs(pod, pod_dir)
-                all_containers = pod.init_containers + pod.containers + pod.sidecars
-                mounts = {id(c): self._mounts(c, volume_dirs, pod_dir) for c in all_containers}
+                mounts = {id(c): self._mounts(c, volume_dirs, pod_dir) for c in pod.containers}
                 result.mounts = mounts[id(pod.containers[0])] if pod.containers else []
                 prepared = {id(c): self._prepare(pod, c, mounts[id(c)], pod_dir)
-                            for c in pod.containers + pod.init_containers + pod.sidecars}
+                            for c in pod.containers}
             except PodError as e:
                 result.reason, result.message = "Error", str(e)
                 result.exit_code = None
@@ -295,7 +291,7 @@ class PodRunner(PodSetup):
                     await asyncio.Event().wait()  # until cancelled
                 finally:
                     self.pending.pop(pod.name, None)
-            multi = len(all_containers) > 1
+            multi = len(pod.containers) > 1
             # Waiting for a slot, the pod is Pending: its deadline starts when it runs.
             async with contextlib.nullcontext() if pod.gang_admitted or pod.daemon else self.slots.admit(1):
                 result.started_at = time.time()
@@ -324,7 +320,7 @@ class PodRunner(PodSetup):
         if not self.node_capacity:
             return ""
         need: dict[str, float] = {}
-        for c in pod.containers + pod.sidecars:
+        for c in pod.containers:
             res = c.get("resources") or {}
             for name in set(res.get("requests") or {}) | set(res.get("limits") or {}):
                 value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
@@ -344,21 +340,8 @@ class PodRunner(PodSetup):
             (pod_dir / "pod.json").write_text(json.dumps(info, indent=2, default=str))
 
     async def _body(self, pod: PodSpec, prepared: dict, log, multi: bool):
-        for c in pod.init_containers:
-            code, reason, message, _ = await self._run_container(pod, prepared[id(c)], log, multi, False)
-            if reason != "Completed":
-                return code, reason, f"init container {prepared[id(c)]['name']!r}: {message}", ""
-        side_tasks = [asyncio.ensure_future(self._run_container(pod, prepared[id(c)], log, multi, False))
-                      for c in pod.sidecars]
-        try:
-            mains = [self._run_container(pod, prepared[id(c)], log, multi, i == 0)
-                     for i, c in enumerate(pod.containers)]
-            results = await asyncio.gather(*mains)
-        finally:
-            for t in side_tasks:
-                t.cancel()
-            if side_tasks:
-                await asyncio.gather(*side_tasks, return_exceptions=True)
+        mains = [self._run_container(pod, prepared[id(c)], log, multi, i == 0) for i, c in enumerate(pod.containers)]
+        results = await asyncio.gather(*mains)
         stdout = results[0][3] if results else ""
         for code, reason, message, _ in results:
             if reason != "Completed":

@@ -140,7 +140,7 @@ class PodSetup:
     def _volume_dirs(self, pod: PodSpec, pod_dir: Path) -> dict[str, Path]:
         vols = {v.get("name"): v for v in pod.volumes or []}
         dirs: dict[str, Path] = {}
-        for c in pod.init_containers + pod.containers + pod.sidecars:
+        for c in pod.containers:
             for m in c.get("volumeMounts") or []:
                 name = m.get("name")
                 if name in dirs:

@@ -215,6 +215,17 @@ def test_invalid_jobset_fails_the_step(tmp_path):
     assert not result.jobsets
 
 
+def test_a_gang_pod_with_init_containers_fails_the_step(tmp_path):
+    """mfargo's gang pods have one container: the runner plays no init containers."""
+    text = gang(retry=False).replace("                    restartPolicy: Never\n",
+                                     "                    restartPolicy: Never\n"
+                                     "                    initContainers: [{name: i, image: bash, command: [true]}]\n", 1)
+    result, _ = run_yaml(text, tmp_path)
+    assert result.status == "Failed"
+    assert "initContainers: not supported by the local runner" in result.node("train").message
+    assert not result.jobsets
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
