@@ -105,13 +105,8 @@ def resolve_parameters(doc: WorkflowDoc, overrides: dict[str, str]) -> dict[str,
             value = str(overrides[name])
         elif p.get("value") is not None:
             value = param_str(p["value"])
-        elif p.get("default") is not None:
-            value = param_str(p["default"])
         else:
             raise WorkflowError(f"workflow parameter {name!r} has no value: pass -p {name}=VALUE")
-        enum = p.get("enum")
-        if enum and value not in [param_str(e) for e in enum]:
-            raise WorkflowError(f"workflow parameter {name!r}: {value!r} is not one of {enum}")
         out[name] = value
     return out
 

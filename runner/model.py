@@ -8,7 +8,6 @@ per template, cached), Go-style duration parsing, node phases and names.
 from __future__ import annotations
 
 import copy
-import hashlib
 import re
 import secrets
 import string
@@ -213,10 +212,6 @@ def node_id(workflow_name: str, node_name: str) -> str:
     if node_name == workflow_name:
         return workflow_name
     return f"{workflow_name}-{fnv32a(node_name)}"
-
-
-def short_hash(text: str, n: int = 8) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
 def param_str(value: Any) -> str:

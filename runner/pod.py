@@ -237,10 +237,6 @@ class PodRunner(PodSetup):
         mountns.release_mount_points(self.created_mount_points)
         self.created_mount_points.clear()
 
-    @property
-    def live_pods(self) -> list[str]:
-        return sorted(set(self._live.values()))
-
     # -- main entry ------------------------------------------------------------
     async def run(self, pod: PodSpec) -> PodResult:
         problem = contain.pod_problem(pod.name, pod.volumes or [], pod.containers)

@@ -55,6 +55,7 @@ INPUT_PARAMETER_FIELDS = ("name",)
 OUTPUT_PARAMETER_FIELDS = ("name", "valueFrom")
 VALUE_FROM_FIELDS = ("path", "expression")
 ARGUMENT_FIELDS = ("name", "value")
+WORKFLOW_PARAMETER_FIELDS = ("name", "value", "description")
 # The pod fields mfargo's podSpecPatch holds (templates/common.py pod_spec_patch). Each is a
 # no-op here: imagePullSecrets only matter to a kubelet pulling an image.
 POD_SPEC_PATCH_FIELDS = ("imagePullSecrets",)
@@ -247,6 +248,7 @@ def check(doc: WorkflowDoc) -> None:
     """Raise WorkflowError (one line) for the first thing mfargo never writes, or a name
     or path that would leave the work directory (:mod:`runner.contain`)."""
     _only(doc.spec, SPEC_FIELDS, "spec", "spec.")
+    _check_parameters(doc.spec.get("arguments"), "arguments", WORKFLOW_PARAMETER_FIELDS, "spec")
     for name in doc.template_names:
         check_template(doc.template(name))
     hooks = doc.spec.get("hooks") or {}

@@ -180,6 +180,8 @@ def test_when_depends_and_fan_outs_mfargo_never_writes_are_refused(tmp_path, cap
     ("onExit: ok", "spec: spec.onExit is not supported by the local runner"),
     ("volumes: [{name: v, emptyDir: {}}]", "spec: spec.volumes is not supported by the local runner"),
     ("retryStrategy: {limit: 1}", "spec: spec.retryStrategy is not supported by the local runner"),
+    ("arguments: {parameters: [{name: p, value: a, enum: [a, b]}]}",
+     "spec: arguments parameter 'p': enum is not supported by the local runner"),
 ])
 def test_workflow_fields_mfargo_never_writes_are_refused(tmp_path, capsys, spec, message):
     wf = tmp_path / "wf.yaml"
