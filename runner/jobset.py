@@ -6,14 +6,13 @@ here.  Behaviour follows the JobSet docs/README in shared/schemas:
 * every replicatedJob gets ``replicas`` Jobs ``<js>-<rjob>-<i>``; each Job runs
   ``completions`` (default 1) indexed pods, ``parallelism`` at a time, named
   ``<job>-<index>-<5 random>``, hostname ``<job>-<index>`` and subdomain
-  ``network.subdomain`` (default: the JobSet name); all Jobs start at once (gang),
-  except with ``startupPolicy: InOrder`` / ``dependsOn``;
+  ``network.subdomain`` (default: the JobSet name); all Jobs start at once (gang);
 * pods carry the JobSet labels and annotations (``jobset_pod.py``); the Jobs and pods
   of the current generation are kept as API objects (``kube_objects.py``);
 * a failed pod counts against the Job's ``backoffLimit`` (default 6); beyond it
   (or past the Job's ``activeDeadlineSeconds``) the Job fails;
-* JobSet ``successPolicy`` (operator All/Any, targetReplicatedJobs) -> terminalState
-  Completed; a failed Job -> ``failurePolicy.rules`` / ``maxRestarts`` (default 0):
+* every Job complete (mfargo's ``successPolicy: {operator: All}``; ``jobset_checks.py``
+  refuses fields mfargo never writes) -> terminalState Completed; a failed Job -> ``failurePolicy.rules`` / ``maxRestarts`` (default 0):
   restart the whole gang (kill all pods, restarts + 1, new pods with
   restart-attempt + 1) or terminalState Failed;
 * when the JobSet finishes, still-running pods are killed.
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import events as ev
@@ -80,8 +79,6 @@ class _RJob:
     succeeded: int = 0
     failed: int = 0
     active: int = 0
-    ready_event: asyncio.Event = field(default_factory=asyncio.Event)
-    complete_event: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class _JobFailed(Exception):
@@ -140,9 +137,6 @@ class JobSet:
         max_restarts = int((fp or {}).get("maxRestarts") or 0)
         self.status.update({"restarts": 0, "restartsCountTowardsMax": 0})
         try:
-            if spec.get("suspend"):
-                self._emit("suspended: the runner does not resume JobSets")
-                return
             while True:
                 outcome = await self._attempt(int(self.status["restarts"]))
                 if outcome is None:
@@ -200,17 +194,9 @@ class JobSet:
         spec = self.obj["spec"]
         self.objects.reset()  # a restart deletes the previous generation's Jobs and pods
         rjobs = [_RJob(i, rj["name"], rj, int(rj.get("replicas", 1))) for i, rj in enumerate(spec["replicatedJobs"])]
-        by_name = {r.name: r for r in rjobs}
         total = sum(r.replicas for r in rjobs)
-        sp = spec.get("successPolicy") or {}
-        operator = sp.get("operator") or "All"
-        targets = sp.get("targetReplicatedJobs") or [r.name for r in rjobs]
-        in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
         for r in rjobs:
             r.active = r.replicas
-            if r.replicas == 0:
-                r.ready_event.set()
-                r.complete_event.set()
         self._publish(rjobs)
 
         tasks: dict[asyncio.Task, tuple[_RJob, int]] = {}
@@ -221,25 +207,13 @@ class JobSet:
                 starters.append((r, j, global_index))
                 global_index += 1
 
-        async def job_after_deps(r: _RJob, j: int, g: int):
-            waits = []
-            if in_order and r.index > 0:
-                waits.append(rjobs[r.index - 1].ready_event.wait())
-            for dep in r.spec.get("dependsOn") or []:
-                d = by_name.get(dep.get("name"))
-                if d is not None:
-                    waits.append((d.complete_event if dep.get("status") == "Complete" else d.ready_event).wait())
-            if waits:
-                await asyncio.gather(*waits)
-            return await self._run_job(r, j, g, restart, total, rjobs)
-
         for r, j, g in starters:
-            t = asyncio.ensure_future(job_after_deps(r, j, g))
+            t = asyncio.ensure_future(self._run_job(r, j, g, restart, total, rjobs))
             tasks[t] = (r, j)
         try:
             pending = set(tasks)
             while True:
-                if jobset_policy.succeeded(rjobs, operator, targets):
+                if all(r.succeeded >= r.replicas for r in rjobs):
                     return None
                 if not pending:
                     self.settled = True  # all Jobs finished but the policy is not met
@@ -255,8 +229,6 @@ class JobSet:
                     self.objects.job_finished(f"{self.name}-{r.name}-{j}", exc)
                     if exc is None:
                         r.succeeded += 1
-                        if r.succeeded == r.replicas:
-                            r.complete_event.set()
                         self._publish(rjobs)
                         continue
                     if not isinstance(exc, _JobFailed):
@@ -308,8 +280,6 @@ class JobSet:
             started += 1
             if started == min(completions, max(parallelism, 1)):
                 r.ready += 1
-                if r.ready == r.replicas:
-                    r.ready_event.set()
                 self._publish(rjobs)
 
         async def all_indexes() -> None:

@@ -13,6 +13,9 @@ from . import events as ev
 
 GROUP = "jobset.x-k8s.io"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
+# The JobSet fields mfargo writes (templates/jobset.py): the runner plays only these.
+SPEC_FIELDS = ("replicatedJobs", "failurePolicy", "successPolicy", "network", "ttlSecondsAfterFinished")
+REPLICATED_JOB_FIELDS = ("name", "replicas", "template")
 
 
 def essential_problems(obj: Any) -> list[str]:
@@ -35,6 +38,7 @@ def essential_problems(obj: Any) -> list[str]:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return problems + ["spec: required"]
+    problems += [f"spec.{k}: not supported by the local runner" for k in spec if k not in SPEC_FIELDS]
     rjobs = spec.get("replicatedJobs")
     if not isinstance(rjobs, list) or not rjobs:
         return problems + ["spec.replicatedJobs: at least one replicatedJob is required"]
@@ -50,6 +54,7 @@ def essential_problems(obj: Any) -> list[str]:
         elif rname in seen:
             problems.append(f"{where}.name: duplicate {rname!r}")
         seen.add(rname)
+        problems += [f"{where}.{k}: not supported by the local runner" for k in rj if k not in REPLICATED_JOB_FIELDS]
         replicas = rj.get("replicas", 1)
         if not isinstance(replicas, int) or isinstance(replicas, bool):
             problems.append(f"{where}.replicas: {replicas!r} is not of type 'integer'")
@@ -64,12 +69,9 @@ def essential_problems(obj: Any) -> list[str]:
             problems.append(f"{where}.template.spec.template.spec.containers: required")
         elif pod_spec.get("initContainers"):  # mfargo's gang pods have one container each
             problems.append(f"{where}.template.spec.template.spec.initContainers: not supported by the local runner")
-    sp = spec.get("successPolicy") or {}
-    for t in sp.get("targetReplicatedJobs") or []:
-        if t not in seen:
-            problems.append(f"spec.successPolicy.targetReplicatedJobs: unknown replicatedJob {t!r}")
-    if sp.get("operator") not in (None, "All", "Any"):
-        problems.append(f"spec.successPolicy.operator: {sp.get('operator')!r} must be All or Any")
+    if (spec.get("successPolicy") or {}) not in ({}, {"operator": "All"}):  # every Job must complete
+        problems.append(f"spec.successPolicy: {spec['successPolicy']!r} is not supported by the local runner "
+                        "(mfargo writes {operator: All})")
     return problems
 
 

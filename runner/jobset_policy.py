@@ -47,10 +47,3 @@ def failure_action(fp: dict | None, rjob: str, reason: str) -> str:
             return rule.get("action") or "RestartJobSet"
     return "RestartJobSet"
 
-
-def succeeded(rjobs: list, operator: str, targets: list[str]) -> bool:
-    """The JobSet's successPolicy: All (every replica of the targets) or Any (one)."""
-    chosen = [r for r in rjobs if r.name in targets]
-    if operator == "Any":
-        return any(r.succeeded > 0 for r in chosen)
-    return all(r.succeeded >= r.replicas for r in chosen)

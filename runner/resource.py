@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from . import bounded_yaml
 from . import events as ev
-from .jobset import GROUP, JobSetError, validate
+from .jobset import GROUP, JobSetError, essential_problems, validate
 from .jobset_controller import JobSetController
 
 
@@ -47,10 +47,10 @@ async def run_resource(resource: dict, controller: JobSetController, *, owner: d
     if obj.get("kind") != "JobSet" or api.split("/")[0] != GROUP:
         raise ResourceError(f"resource kind {obj.get('kind')!r} ({api}) is not supported: "
                             "the local runner only plays the JobSet controller")
-    if do_validate:
-        problems = validate(obj, on_event)
-        if problems:
-            raise ResourceError("The JobSet is invalid: " + "; ".join(problems))
+    # what the runner plays is always checked; the schema (mfargo.validation) unless --no-validate
+    problems = validate(obj, on_event) if do_validate else essential_problems(obj)
+    if problems:
+        raise ResourceError("The JobSet is invalid: " + "; ".join(problems))
     owner_ref = owner if resource.get("setOwnerReference") else None
     try:
         js = controller.create(obj, owner_ref)

@@ -3,6 +3,8 @@ conditions, retries with new names, gang restarts, deadlines, DNS)."""
 import socket
 import time
 
+import pytest
+
 from mfargo.runner import events as ev
 from mfargo.runner.testing import run_yaml
 
@@ -87,7 +89,7 @@ spec:
 """
 
 
-def gang(worker="true", control="true", retry=True, extra="suspend: false"):
+def gang(worker="true", control="true", retry=True, extra="ttlSecondsAfterFinished: 60"):
     text = GANG.replace("WORKER_CMD", worker).replace("CONTROL_CMD", control).replace("EXTRA_SPEC", extra)
     if retry:
         text = text.replace("__RETRY__", "retryStrategy: {limit: 1}").replace("{{RETRIES}}", "{{retries}}")
@@ -185,12 +187,7 @@ def test_max_restarts_exhausted_fails(tmp_path):
     assert js["status"]["terminalState"] == "Failed" and js["status"]["restarts"] == 1
 
 
-def test_success_policy_on_control_kills_workers_and_pod_deadline(tmp_path):
-    t0 = time.time()
-    extra = "successPolicy: {operator: All, targetReplicatedJobs: [control]}"
-    result, _ = run_yaml(gang(worker="sleep 1000", retry=False, extra=extra), tmp_path)
-    assert result.status == "Succeeded", result.message
-    assert time.time() - t0 < 15
+def test_a_pod_deadline_fails_its_job_and_the_jobset(tmp_path):
     # a pod activeDeadlineSeconds fails its Job (backoffLimit 0) and the JobSet
     text = gang(control="sleep 1000", retry=False).replace(
         "restartPolicy: Never\n                    containers:\n                    - name: main\n"
@@ -212,6 +209,17 @@ def test_invalid_jobset_fails_the_step(tmp_path):
     result, _ = run_yaml(text, tmp_path)
     assert result.status == "Failed"
     assert "not of type 'integer'" in result.node("train").message
+    assert not result.jobsets
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("successPolicy: {operator: All, targetReplicatedJobs: [control]}", "spec.successPolicy: "),
+    ("startupPolicy: {startupPolicyOrder: InOrder}", "spec.startupPolicy: not supported by the local runner"),
+])
+def test_jobset_fields_mfargo_never_writes_fail_the_step(tmp_path, extra, words):
+    result, _ = run_yaml(gang(retry=False, extra=extra), tmp_path, validate=False)
+    assert result.status == "Failed"
+    assert words in result.node("train").message
     assert not result.jobsets
 
 
