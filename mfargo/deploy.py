@@ -319,7 +319,7 @@ def resume(target: Target, origin_run_id: str, step: str, identity: str) -> str:
     if phase in (None, "", "Pending", "Running"):
         raise DeployError("run %s has not ended: resume it once it has (`argo-workflows terminate %s` ends it)"
                           % (origin_run_id, origin_run_id))
-    given = (wf.get("spec") or {}).get("arguments", {}).get("parameters") or []
+    given = ((wf.get("spec") or {}).get("arguments") or {}).get("parameters") or []
     resume_parameters = {contract.ORIGIN_RUN_PARAMETER: origin_run_id, contract.RESUME_STEP_PARAMETER: step}
     parameters = {p["name"]: p["value"] for p in given if "value" in p and p["name"] not in resume_parameters}
     kind, _, who = identity.partition(":")

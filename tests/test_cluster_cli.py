@@ -358,3 +358,12 @@ def test_resume_starts_a_run_with_the_origin_and_its_parameters(env, kube):  # n
     wf["spec"]["workflowTemplateRef"] = {"name": "helloflow-other"}
     assert one_line_error(env.run("resume", "--origin-run-id", origin_id, check=False)) == (
         "mfargo: run %s is not a run of the workflow helloflow (it was started from helloflow-other)" % origin_id)
+
+    # A run submitted with no arguments (`argo submit --from`): only the resume parameters are set.
+    wf["spec"]["workflowTemplateRef"] = {"name": "helloflow"}
+    wf["spec"]["arguments"] = None
+    kube.reset_log()
+    env.run("resume", "--origin-run-id", origin_id)
+    [post] = kube.calls("POST")
+    assert {p["name"]: p["value"] for p in post.body["spec"]["arguments"]["parameters"]} == {
+        "mfargo-origin-run-id": origin_id, "mfargo-resume-step": ""}
