@@ -289,9 +289,18 @@ def workflow_name(run_id: str) -> str:
 
 def trigger(target: Target, parameters: dict[str, str], identity: str) -> str:
     """Submit a run of the deployed template; returns its Metaflow run id."""
+    _require_deployed(target)
+    return _submit(target, parameters, identity)
+
+
+def _require_deployed(target: Target) -> None:
     if target.existing() is None:
         raise DeployError("workflow %s is not deployed in namespace %s: run `argo-workflows create` first"
                           % (target.name, target.namespace))
+
+
+def _submit(target: Target, parameters: dict[str, str], identity: str) -> str:
+    """A Workflow of the template, annotated with who started it; its Metaflow run id."""
     kind, _, who = identity.partition(":")
     created = target.cluster.submit(
         target.name, parameters,
@@ -307,9 +316,7 @@ def resume(target: Target, origin_run_id: str, step: str, identity: str) -> str:
     and a run still going would be cloned half-way. Its Parameters are the new run's
     (Metaflow's rule: the pods clone its ``_parameters`` task); they are passed again only
     so that Argo shows them."""
-    if target.existing() is None:
-        raise DeployError("workflow %s is not deployed in namespace %s: run `argo-workflows create` first"
-                          % (target.name, target.namespace))
+    _require_deployed(target)
     wf = _owned_run(target, origin_run_id)
     made_by = ((wf.get("spec") or {}).get("workflowTemplateRef") or {}).get("name")
     if made_by != target.name:
@@ -322,12 +329,7 @@ def resume(target: Target, origin_run_id: str, step: str, identity: str) -> str:
     given = ((wf.get("spec") or {}).get("arguments") or {}).get("parameters") or []
     resume_parameters = {contract.ORIGIN_RUN_PARAMETER: origin_run_id, contract.RESUME_STEP_PARAMETER: step}
     parameters = {p["name"]: p["value"] for p in given if "value" in p and p["name"] not in resume_parameters}
-    kind, _, who = identity.partition(":")
-    created = target.cluster.submit(
-        target.name, {**parameters, **resume_parameters},
-        annotations={Label.TRIGGERED_BY: json.dumps({"type": kind, "name": who or "unknown"})},
-    )
-    return naming.run_id(created["metadata"]["name"])
+    return _submit(target, {**parameters, **resume_parameters}, identity)
 
 
 def _owned_run(target: Target, run_id: str) -> dict:

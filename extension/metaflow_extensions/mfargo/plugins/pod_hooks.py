@@ -61,7 +61,7 @@ class MfargoInternalDecorator(StepDecorator):
             ubf = getattr(flow, "_parallel_ubf_iter", None)  # absent when num_parallel < 1 or None
             gang_size(step_name, getattr(ubf, "num_parallel", None))
             # An artifact, so a resumed run that clones this task names the gang's tasks alike.
-            setattr(flow, contract.ENTROPY_ARTIFACT, uuid.uuid4().hex[: contract.ENTROPY_CHARS])
+            setattr(flow, contract.ENTROPY_ARTIFACT, _new_id())
         if graph[step_name].parallel_step and "MF_CONTROL_INDEX" in os.environ:
             flow._control_mapper_tasks = [
                 "%s/%s/%s" % (self._run_id, step_name, task) for task in gang_task_ids_from_env()
@@ -111,6 +111,11 @@ def gang_size(step_name, value):
     return value
 
 
+def _new_id():
+    """A gang's E or J: random hex, ENTROPY_CHARS long (pod_contract says why that many)."""
+    return uuid.uuid4().hex[: contract.ENTROPY_CHARS]
+
+
 def output_files(task_id, node, flow):
     """File name -> content: what this task tells its successors through Argo outputs.
 
@@ -122,7 +127,7 @@ def output_files(task_id, node, flow):
         outputs[contract.NUM_PARALLEL_FILE] = str(n)
         outputs[contract.WORKER_COUNT_FILE] = str(n - 1)
         outputs[contract.ENTROPY_FILE] = getattr(flow, contract.ENTROPY_ARTIFACT)
-        outputs[contract.JOBSET_ID_FILE] = uuid.uuid4().hex[: contract.ENTROPY_CHARS]
+        outputs[contract.JOBSET_ID_FILE] = _new_id()
     elif node.type == "foreach":
         k = int(flow._foreach_num_splits)
         outputs[contract.NUM_SPLITS_FILE] = json.dumps(list(range(k)))

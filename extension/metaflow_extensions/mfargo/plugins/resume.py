@@ -39,7 +39,7 @@ def plan(argv, environ=None):
         init, step = init_and_start.split_commands(argv[3:])
         status = _clone(argv[:1] + init, origin, resume_step)
         return status if status else _step(argv[:1] + step, origin, resume_step)
-    command = _metaflow_command(argv)
+    command, _ = _subcommand(argv)
     if command == "init":
         return _clone(argv, origin, resume_step)
     if command == "step":
@@ -52,13 +52,9 @@ def decoded(value):
     return base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8") if value else ""
 
 
-def _metaflow_command(argv):
-    """``init`` or ``step`` when argv is ``EXE FLOW [OPTION...] init|step NAME --run-id ...``
-    (compiler/command.py writes both so), else None."""
-    return _subcommand(argv)[0]
-
-
 def _subcommand(argv):
+    """(``init`` or ``step``, its index) when argv is ``EXE FLOW [OPTION...] init|step NAME
+    --run-id ...`` (compiler/command.py writes both so), else (None, None)."""
     for i in range(2, len(argv) - 1):
         if argv[i] == "init" and argv[i + 1] == "--run-id":
             return "init", i
