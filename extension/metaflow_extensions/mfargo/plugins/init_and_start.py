@@ -55,12 +55,30 @@ def main(argv):
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
-    status = run_flow_file(init)
+    status = _check_start_attempt(step) or run_flow_file(init)
     if status:
         return status
     sys.stdout.flush()
     sys.stderr.flush()
     return run_flow_file(step)
+
+
+def _check_start_attempt(step):
+    """A retried start pod must not write the run's ``_parameters`` again: the start
+    task's attempt is checked before ``init`` (attempt_guard); its exit status, or 0."""
+    from . import attempt_guard
+
+    try:
+        attempt_guard.check_pod_task(_step_name(step))
+    except SystemExit as done:
+        return exit_status(done.code)
+    return 0
+
+
+def _step_name(words):
+    """NAME in ``FLOW [OPTION...] step NAME --run-id ...``."""
+    at = words.index("--run-id")
+    return words[at - 1]
 
 
 if __name__ == "__main__":

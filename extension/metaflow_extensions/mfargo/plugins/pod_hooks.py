@@ -16,6 +16,7 @@ installed beside the flow's code.
   on success (``step_events.py``).
 * Every pod: save the task's logs from this process at the task's end, when it runs
   under ``task_logs`` (whose own save would import Metaflow a second time).
+* Every pod: never run as an attempt its task already started (``attempt_guard``).
 """
 
 import json
@@ -28,7 +29,7 @@ from metaflow.decorators import StepDecorator
 from metaflow.exception import MetaflowException
 
 from . import pod_contract as contract
-from . import step_events, task_logs
+from . import attempt_guard, step_events, task_logs
 
 UBF_CONTROL = "ubf_control"
 
@@ -40,6 +41,7 @@ class MfargoInternalDecorator(StepDecorator):
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         self._flow_datastore = flow_datastore
         self._logs = None
+        attempt_guard.check_pod_task(step_name)  # before Metaflow records this attempt
 
     def task_pre_step(
         self, step_name, task_datastore, metadata, run_id, task_id, flow, graph,

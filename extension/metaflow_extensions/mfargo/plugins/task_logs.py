@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 
-from . import resume
+from . import attempt_guard, resume
 
 LOG_SOURCE = b"task"  # metaflow.mflog.TASK_LOG_SOURCE: who minted the timestamps
 DRAIN_SECONDS = 10.0  # after CMD ends, how long a leftover child may keep its output pipe
@@ -67,6 +67,26 @@ def main(argv):
         return argv
     files = {"stdout": os.environ["MFLOG_STDOUT"], "stderr": os.environ["MFLOG_STDERR"]}
     uploader = Uploader(files)
+    renumber_file = os.path.join(os.path.dirname(os.path.abspath(files["stdout"])), "mfargo-next-attempt")
+    code = run(argv, files, uploader, {attempt_guard.NEXT_ATTEMPT_FILE_ENV: renumber_file})
+    again = attempt_guard.renumbered(argv, code, renumber_file)
+    if again is not None:  # argo retry re-ran a task whose attempt was taken: the next free one
+        argv, attempt, given = again
+        os.environ["MF_ATTEMPT"] = str(attempt)
+        note = b"[mfargo] attempt %d of this task already ran in this run (a retried Argo node); " \
+               b"this is attempt %d\n" % (given, attempt)
+        sys.stderr.buffer.write(note)
+        sys.stderr.flush()
+        with open(files["stderr"], "ab") as log:
+            log.write(mflog_line(note))
+        code = run(argv, files, uploader, {})
+    uploader.save(final=True)
+    return code if code >= 0 else 128 - code
+
+
+def run(argv, files, uploader, env):
+    """Run ``argv`` with ``env`` added, its output echoed and kept in ``files``; its exit
+    status (negative: the signal that ended it)."""
     ack_read, ack_write = os.pipe()
     (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
     token = os.urandom(16).hex().encode()
@@ -74,7 +94,7 @@ def main(argv):
                                      *(os.fstat(fd).st_ino for fd in (ack_read, out_write, err_write)))
     try:
         proc = subprocess.Popen(argv, stdout=out_write, stderr=err_write, pass_fds=(ack_read,),
-                                env=dict(os.environ, **{STEP_SIDE_ENV: invitation}))
+                                env=dict(os.environ, **env, **{STEP_SIDE_ENV: invitation}))
     except OSError as error:
         print("cannot run %s: %s" % (argv[0], error), file=sys.stderr)
         return 127
@@ -107,8 +127,7 @@ def main(argv):
     for thread in pumps:
         thread.join(max(drain_until - time.monotonic(), 0))
     done.set()
-    uploader.save(final=True)
-    return code if code >= 0 else 128 - code
+    return code
 
 
 def mflog_line(line, now=None):
