@@ -222,7 +222,8 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                 for sig, previous in installed:
                     loop.remove_signal_handler(sig)
                     signal.signal(sig, previous)
-                result.jobsets = {js.name: js.snapshot() for js in jobsets.jobsets.values()}
+                every = [*jobsets.deleted, *jobsets.jobsets.values()]
+                result.jobsets = {js.name: js.snapshot() for js in every}
 
     def run_loop() -> None:
         asyncio.run(main())

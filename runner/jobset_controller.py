@@ -23,6 +23,7 @@ class JobSetController:
         self.on_event = on_event
         self.backoff_scale = backoff_scale
         self.jobsets: dict[tuple[str, str], JobSet] = {}
+        self.deleted: list[JobSet] = []  # still in the run's record
 
     def create(self, obj: dict, owner: dict | None = None) -> JobSet:
         obj = copy.deepcopy(obj)
@@ -59,6 +60,15 @@ class JobSetController:
 
     def get(self, name: str, namespace: str | None = None) -> JobSet | None:
         return self.jobsets.get((namespace or self.namespace, name))
+
+    def delete(self, name: str, namespace: str) -> bool:
+        """Forget a finished JobSet (its pods have ended), as the gang failure report asks;
+        False for one still running: mfargo never deletes those."""
+        js = self.jobsets.get((namespace, name))
+        if js is None or js.terminal_state is None:
+            return False
+        self.deleted.append(self.jobsets.pop((namespace, name)))
+        return True
 
     async def shutdown(self) -> None:
         """The run is over: JobSets owned by it die with it."""

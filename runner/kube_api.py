@@ -2,8 +2,9 @@
 
 In a cluster a pod reaches the API server at KUBERNETES_SERVICE_HOST/PORT; here every pod
 gets those variables pointing at this server, so in-pod code that reads the cluster (the
-gang failure report) runs unchanged. It answers GET only, without authentication (it
-listens on 127.0.0.1 and holds nothing secret):
+gang failure report) runs unchanged. It answers GET, and DELETE of a finished JobSet (the
+report frees its gang's), without authentication (it listens on 127.0.0.1 and holds
+nothing secret):
 
     /apis/jobset.x-k8s.io/v1alpha2/namespaces/<ns>/jobsets/<name>
     /apis/batch/v1/namespaces/<ns>/jobs?labelSelector=k=v,...
@@ -27,6 +28,7 @@ from .jobset_controller import JobSetController
 _JOBSET = re.compile(rf"^/apis/{re.escape(GROUP)}/v1alpha2/namespaces/([^/]+)/jobsets/([^/]+)$")
 _LIST = re.compile(r"^/(?:apis/batch/v1|api/v1)/namespaces/([^/]+)/(jobs|pods)$")
 HOST = "127.0.0.1"
+MAX_BODY = 4096  # a DELETE's options; nothing else sends a body
 
 
 def _selector(text: str) -> dict[str, str] | None:
@@ -50,10 +52,14 @@ def _status(code: int, reason: str, message: str) -> dict:
 
 def answer(controller: JobSetController, method: str, target: str) -> tuple[int, dict]:
     """(HTTP status, JSON body) for one request."""
-    if method != "GET":
-        return 405, _status(405, "MethodNotAllowed", "the local runner's API is read-only")
     url = urlsplit(target)
     m = _JOBSET.match(url.path)
+    if method == "DELETE" and m:
+        if not controller.delete(m.group(2), m.group(1)):
+            return 409, _status(409, "Conflict", f'jobsets.{GROUP} "{m.group(2)}" is not finished')
+        return 200, _status(200, "", "deleted") | {"status": "Success"}
+    if method != "GET":
+        return 405, _status(405, "MethodNotAllowed", "the local runner's API serves GET and JobSet DELETE")
     if m:
         js = controller.get(m.group(2), m.group(1))
         if js is None:
@@ -97,8 +103,12 @@ class KubeApiServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = (await reader.readline()).decode("latin-1").split()
-            while (await reader.readline()).strip():
-                pass  # headers: nothing in them matters here
+            length = 0
+            while header := (await reader.readline()).strip():  # only the body's length matters
+                name, _, value = header.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length" and value.strip().isdigit():
+                    length = min(int(value), MAX_BODY)
+            await reader.readexactly(length)  # DeleteOptions: read, not needed
             code, body = answer(self.controller, *request[:2]) if len(request) >= 2 else \
                 (400, _status(400, "BadRequest", "malformed request"))
             data = json.dumps(body).encode()

@@ -3,7 +3,9 @@
 Exactly what a resource template creating a JobSet needs (shared/schemas/README.md):
 ``create``/``get`` on jobsets (create, poll the conditions) and the executor's
 ``create``/``patch`` on workflowtaskresults (Argo >= 3.4); and what the gang failure
-report reads: ``get`` on jobsets, ``list`` on jobs and pods. Nothing more.
+report needs: ``get`` on jobsets, ``list`` on jobs, pods and events, and ``delete`` on
+jobsets (it deletes its gang's finished JobSets, so ``argo retry`` can create them
+again). Nothing more.
 
 Gang pods read their control's pod (``list`` on pods: ``plugins/gang_control.py``) with
 their own service account (``@kubernetes(service_account=...)``, else the namespace's
@@ -17,7 +19,7 @@ from mfargo.compiler import ir
 from mfargo.compiler.constants import Label
 
 RULES = (
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get", "delete"]},
     # The failure report (templates/gang_report.py) reads the failed gang's Jobs and pods, and
     # the pods' Events when a rank never ran (why: a pull or scheduling failure).
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},

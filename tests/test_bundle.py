@@ -253,7 +253,7 @@ def test_gang_gets_exactly_the_jobset_rbac(tmp_path):
     assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
     assert role["metadata"]["name"] == name
     assert role["rules"] == [
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get"]},
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get", "delete"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},  # the failure report
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},  # why a rank never ran

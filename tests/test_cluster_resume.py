@@ -1,14 +1,17 @@
 """Resuming a failed run on the real engine (e2e/cluster): a foreach of gangs whose second gang
 fails, the flow fixed and deployed again, then `argo-workflows resume` and the Deployer's
-`resume`, read back with Metaflow's client from the metadata service."""
+`resume`; and the same run re-run in place by Argo's own `argo retry`. Read back with
+Metaflow's client from the metadata service."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
-from clustertools import ON_EVERY_ARGO, failed_nodes, flow_cmd, wait_workflow
+import engine_tools
+from clustertools import ON_EVERY_ARGO, failed_nodes, flow_cmd, kubectl, wait_workflow
 from test_cluster_e2e import read_run
 from test_cluster_gangs import SMALL, deployed, write_flow
 from test_resume import gang_in_foreach
@@ -71,3 +74,51 @@ def test_a_fixed_flow_resumes_its_failed_gang_on_the_cluster(cluster_env, tmp_pa
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         last = read_run(cluster_env, again, READ)
         assert {p for p in last["tasks"] if p not in cloned(last["tasks"])} == {"join/join", "end/end"}
+
+
+ATTEMPTS = ("{'ok': run.successful, 'ranks': [list(r) for r in run['end'].task.data.all_ranks], "
+            "'attempts': {'%s/%s' % (s.id, t.id): [__import__('metaflow').Task(t.pathspec, attempt=a).successful "
+            "for a in range(t.current_attempt + 1)] for s in run for t in s}}")
+
+
+def test_argo_retry_reruns_the_failed_gang_and_task_as_their_next_attempts(cluster_env, tmp_path):
+    """`argo retry` makes the failed nodes again with {{retries}} back at 0: each retried task
+    runs as its attempt 1 (never a second attempt 0), the gang as a new JobSet (the failure
+    report deleted the old one), and the join reads the new attempts."""
+    flow = write_flow(tmp_path, "GangResumeFlow", gang_in_foreach("True", ranks=2, decorators=SMALL,
+                                                                  first_attempts_fail=True))
+    ns = cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
+    with deployed(cluster_env, flow) as start:
+        run = start(flow)
+        wf = wait_workflow(cluster_env, run, timeout=600)
+        assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
+        # Split 0's gang kept its JobSet; the report deleted split 1's, which failed.
+        assert list(owned_jobsets(cluster_env, run).values()) == ["Completed"]
+
+        argo = engine_tools.binary("%s@%s" % (engine_tools.ARGO, cluster_env["MFARGO_E2E_ARGO"]))
+        retry = subprocess.run([str(argo), "retry", run.removeprefix("argo-"), "-n", ns], env=cluster_env,
+                               capture_output=True, text=True, timeout=120)
+        assert retry.returncode == 0, retry.stdout + retry.stderr
+        wf = wait_workflow(cluster_env, run, timeout=600)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+
+        got = read_run(cluster_env, f"GangResumeFlow/{run}", ATTEMPTS)
+        assert got["ok"] is True and got["ranks"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
+        attempts = got["attempts"]
+        retried = {p for p, oks in attempts.items() if len(oks) > 1}
+        gang = {p for p in retried if p.startswith("train/")}
+        # Split 1's gang re-ran whole (both ranks; the control's attempt 0 may have finished
+        # before its worker failed) and split 0's gather ran again; nothing else did.
+        assert len(gang) == 2 and retried == gang | {"gather/gather-0"}, attempts
+        assert all(len(attempts[p]) == 2 and attempts[p][1] is True for p in retried), attempts
+        assert attempts["gather/gather-0"] == [False, True] and any(attempts[p][0] is False for p in gang)
+        assert all(oks == [True] for p, oks in attempts.items() if p not in retried), attempts
+        assert list(owned_jobsets(cluster_env, run).values()) == ["Completed"] * 2  # split 1's made again
+
+
+def owned_jobsets(env: dict, run: str) -> dict[str, str]:
+    """Name -> terminal state of the JobSets the run's Workflow owns (Argo's resource step
+    sets the owner)."""
+    items = json.loads(kubectl(env, "get", "jobsets", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json"))
+    return {js["metadata"]["name"]: (js.get("status") or {}).get("terminalState") for js in items["items"]
+            if any(o.get("name") == run.removeprefix("argo-") for o in js["metadata"].get("ownerReferences", []))}

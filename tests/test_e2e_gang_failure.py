@@ -44,6 +44,9 @@ def test_oom_killed_rank_is_reported_once_after_the_last_attempt(mf_env, tmp_pat
     assert re.fullmatch(r"Error \(exit code 1\): " + MESSAGE + r"; JobSet %s: ReachedMaxRestarts after 0 restarts\)"
                         % jobset, report.message), report.message
     assert re.search(MESSAGE, "\n".join(rec.lines())), tail(result, rec)
+    # Then it deleted both (so `argo retry` could create them again); the run's record keeps them.
+    assert any(line.endswith("| deleted JobSets %s, %s: argo retry can run the gang again" % (jobset, first_js))
+               for line in rec.lines()), tail(result, rec)
     entropy = pod_contract.entropy_of(control_task_id(result.jobsets[jobset]))
     got = c.client("""
         tasks = [Task("OomFlow/%s/train/control-%s-0" % (sys.argv[1], sys.argv[2]), attempt=a) for a in (0, 1)]

@@ -314,3 +314,74 @@ def test_a_worker_that_could_not_reach_the_control_is_reported_in_words_not_as_u
     assert failure.message("train") == (
         "gang step train: rank 1 (worker) failed first: ControlUnreachable, exit code 75: %s "
         "(pod js-abc-rank-1-0-xyz; JobSet js-abc: ReachedMaxRestarts after 0 restarts)" % said)
+
+
+class _JobSets:
+    """An API holding JobSets by name: DELETE marks one going, gone after ``lingers`` GETs."""
+
+    def __init__(self, states, lingers=1):
+        self.states = dict(states)  # name -> terminalState ("" while running)
+        self.going = {}
+        self.lingers = lingers
+        self.deleted = []
+
+    def get(self, path, **query):
+        name = path.rsplit("/", 1)[1]
+        if name in self.going:
+            self.going[name] -= 1
+            if self.going[name] < 0:
+                del self.states[name], self.going[name]
+        if name not in self.states:
+            return None
+        return {"metadata": {"name": name}, "status": {"terminalState": self.states[name]} if self.states[name] else {}}
+
+    def delete(self, path):
+        name = path.rsplit("/", 1)[1]
+        self.deleted.append(path)
+        self.going[name] = self.lingers
+
+
+def test_the_report_deletes_the_steps_finished_jobsets_and_waits_until_they_are_gone(monkeypatch):
+    """So `argo retry`, which makes the gang's node again under its old name, can create them."""
+    from metaflow_extensions.mfargo.plugins import gang_report
+
+    monkeypatch.setattr(gang_report, "FREE_POLL_SECONDS", 0)
+    api = _JobSets({"js-j-1": "Failed", "js-j-0": "Failed"}, lingers=3)
+    said = gang_report.free(api, "ns", ["js-j-2", "js-j-1", "js-j-0"])  # js-j-2: the attempt that never created one
+    assert said == "deleted JobSets js-j-1, js-j-0: argo retry can run the gang again"
+    assert api.deleted == ["/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/js-j-1",
+                           "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/js-j-0"]
+    assert api.states == {}  # it returned only once both were gone
+
+
+def test_the_report_never_deletes_a_running_jobset_and_its_wait_is_bounded(monkeypatch):
+    from metaflow_extensions.mfargo.plugins import gang_report
+
+    monkeypatch.setattr(gang_report, "FREE_POLL_SECONDS", 0)
+    running = _JobSets({"js-j-0": ""})
+    assert gang_report.free(running, "ns", ["js-j-0"]) == "" and running.deleted == []
+    stuck = _JobSets({"js-j-0": "Failed"}, lingers=10**9)
+    assert gang_report.free(stuck, "ns", ["js-j-0"], wait=0.05) == \
+        "JobSets js-j-0 still being deleted after 0s (their Jobs and pods first)"
+
+    class Forbidden(_JobSets):
+        def delete(self, path):
+            raise RuntimeError("DELETE %s: HTTP 403 Forbidden" % path)
+    said = gang_report.free(Forbidden({"js-j-0": "Completed"}), "ns", ["js-j-0"])
+    assert said.startswith("JobSets not deleted (DELETE ") and said.endswith(
+        "HTTP 403 Forbidden): argo retry of this run cannot create them again")
+
+
+def test_runner_api_deletes_a_finished_jobset_only():
+    class Controller:
+        def __init__(self, finished):
+            self.finished, self.calls = finished, []
+
+        def delete(self, name, namespace):
+            self.calls.append((namespace, name))
+            return self.finished
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/" + JS
+    done = Controller(True)
+    assert kube_api.answer(done, "DELETE", path)[0] == 200 and done.calls == [("default", JS)]
+    assert kube_api.answer(Controller(False), "DELETE", path)[0] == 409
+    assert kube_api.answer(done, "DELETE", "/api/v1/namespaces/default/pods")[0] == 405

@@ -11,6 +11,10 @@ works out which rank failed first and why (``gang_failure``), then:
   gang's attempt in Metaflow's client and UI), when that task exists (a gang whose pods
   never ran has none: the report still says why),
 * writes it to its termination log, which Argo shows as this node's message,
+* deletes the step's finished JobSets (their Jobs and pods first: foreground), so that
+  ``argo retry`` of the run, which makes the gang's node again under the same name, can
+  create its JobSet again; what they said is in the report and the pods' logs are in
+  Metaflow's datastore. A JobSet still running is never deleted,
 * prints it and exits 1.
 
 The API is reached as every pod reaches it (KUBERNETES_SERVICE_HOST/PORT, the mounted
@@ -23,6 +27,7 @@ import json
 import os
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,8 +43,12 @@ PODS = "/api/v1/namespaces/%s/pods"
 EVENTS = "/api/v1/namespaces/%s/events"
 
 
+FREE_WAIT_SECONDS = 120  # for deleted JobSets to be gone: their Jobs and pods go first
+FREE_POLL_SECONDS = 1
+
+
 class KubeApi:
-    """GET-only client for the pod's own API server."""
+    """A client for the pod's own API server: reads, and deletes of JobSets."""
 
     def __init__(self):
         host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
@@ -61,15 +70,50 @@ class KubeApi:
         self.base = "%s://%s" % (scheme, host if ":" not in host else "[%s]" % host) + ":" + port
 
     def get(self, path, **query):
+        return self._call("GET", path, None, **query)
+
+    def delete(self, path):
+        """Delete the object at ``path`` after its dependents; None when it was not there."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"}
+        return self._call("DELETE", path, body)
+
+    def _call(self, method, path, body, **query):
         url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        request = urllib.request.Request(url, headers=self.headers)
+        data = None if body is None else json.dumps(body).encode()
+        headers = dict(self.headers, **({"Content-Type": "application/json"} if data else {}))
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=self.context) as response:
                 return json.load(response)
         except urllib.error.HTTPError as e:
             if e.code == 404:
                 return None
-            raise RuntimeError("GET %s: HTTP %d %s" % (path, e.code, e.reason)) from None
+            raise RuntimeError("%s %s: HTTP %d %s" % (method, path, e.code, e.reason)) from None
+
+
+def free(api, ns, jobset_names, wait=FREE_WAIT_SECONDS):
+    """Delete the finished ones of ``jobset_names`` and wait until they are gone; one line
+    saying what was done, or why it was not (``argo retry`` of the run then fails to
+    create the gang again, and says so)."""
+    deleted = []
+    try:
+        for name in jobset_names:
+            jobset = api.get(JOBSETS % (ns, name))
+            if jobset is not None and (jobset.get("status") or {}).get("terminalState"):
+                api.delete(JOBSETS % (ns, name))
+                deleted.append(name)
+        deadline = time.monotonic() + wait
+        left = list(deleted)
+        while left:
+            left = [name for name in left if api.get(JOBSETS % (ns, name)) is not None]
+            if left and time.monotonic() > deadline:
+                return "JobSets %s still being deleted after %ds (their Jobs and pods first)" % (
+                    ", ".join(left), wait)
+            if left:
+                time.sleep(FREE_POLL_SECONDS)
+    except Exception as e:
+        return "JobSets not deleted (%s): argo retry of this run cannot create them again" % (e,)
+    return "deleted JobSets %s: argo retry can run the gang again" % ", ".join(deleted) if deleted else ""
 
 
 def namespace():
@@ -118,8 +162,10 @@ def record(flow, run, step, task, failure):
 
 
 def main(flow, run, step, task, termination_log, *jobset_names):
+    api = None
     try:
-        name, failure, why_not = diagnose(KubeApi(), namespace(), jobset_names)
+        api = KubeApi()
+        name, failure, why_not = diagnose(api, namespace(), jobset_names)
     except Exception as e:  # the report must say something, whatever broke
         failure, message = None, "gang step %s failed; reading why failed too: %s" % (step, e)
     else:
@@ -135,6 +181,10 @@ def main(flow, run, step, task, termination_log, *jobset_names):
     print(message)
     with open(termination_log, "w") as f:
         f.write(message[:4096])  # the kubelet keeps at most 4096 bytes
+    if api is not None:
+        freed = free(api, namespace(), jobset_names)
+        if freed:
+            print(freed)
     return 1
 
 
