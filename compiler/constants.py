@@ -151,6 +151,7 @@ class Param:
     WORKER_COUNT: Final = contract.WORKER_COUNT_FILE
     ENTROPY: Final = contract.ENTROPY_FILE
     JOBSET_ID: Final = contract.JOBSET_ID_FILE
+    GANG_CLONED: Final = contract.GANG_CLONED_FILE
     TASK_ID: Final = contract.TASK_ID_FILE
     ITERATION: Final = "iteration"
     INPUT_PATHS: Final = "input-paths"

@@ -14,7 +14,7 @@ from . import argo_models as m
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
 
-from . import expr, gang_report, heartbeat, wiring
+from . import expr, gang, gang_report, heartbeat, wiring
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +84,8 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
         when = expr.equals(expr.task_output(wiring.task_name(step.switch_parent), Param.SWITCH_STEP), step.name)
     elif isinstance(step.inputs, ir.FromBranches) and step.inputs.rivals:
         when = _arrived_from_any(step.inputs)
+    elif step.gang is not None and gang.skippable(step):
+        when = gang.skip_unless_needed(step)
     return m.DAGTask(
         name=wiring.task_name(step.name),
         template=template,
@@ -131,6 +133,8 @@ def _depends(wf: ir.Workflow, step: ir.Step) -> str | None:
         rivals = [r for r in wiring.branch_tasks(step.inputs) if r not in step.inputs.parents]
         waits = [expr.done(wiring.task_name(r)) for r in rivals]
         return " && ".join([expr.any_branch([p.task for p in parents])] + waits)
+    if isinstance(step.inputs, ir.Gang) and gang.skippable(wf.steps[step.inputs.step]):
+        return expr.succeeded_or_skipped(parents[0].task)  # a resumed run may skip the gang it joins
     if all(p.condition == step.condition for p in parents) or len(parents) == 1:
         return expr.all_succeeded([p.task for p in parents])
     return expr.any_branch([p.task for p in parents])

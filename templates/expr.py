@@ -59,8 +59,17 @@ def equals(left: str, right: str) -> str:
     return "%s == %s" % (left, right)
 
 
+def not_equals(left: str, right: str) -> str:
+    """A `when` comparison (govaluate), as ``equals``."""
+    return "%s != %s" % (left, right)
+
+
 def succeeded(task: str) -> str:
     return "%s.Succeeded" % task
+
+
+def succeeded_or_skipped(task: str) -> str:
+    return "(%s.Succeeded || %s.Skipped)" % (task, task)
 
 
 def done(task: str) -> str:

@@ -21,6 +21,8 @@ from . import common, expr
 
 # What the splitter's pod writes (pod_contract's file names) and its template outputs.
 SPLITTER_OUTPUTS = (Param.NUM_PARALLEL, Param.WORKER_COUNT, Param.ENTROPY, Param.JOBSET_ID)
+# ... and one the gang's DAG task reads: whether a resumed run cloned the gang whole.
+CLONED_OUTPUT = Param.GANG_CLONED
 # The join needs the size and the entropy only.
 JOIN_INPUTS = (Param.NUM_PARALLEL, Param.ENTROPY)
 
@@ -49,6 +51,18 @@ def join_arguments(gang: ir.Gang) -> list[tuple[str, str]]:
 def _from_splitter(gang: ir.Gang, names) -> list[tuple[str, str]]:
     splitter = naming.template_name(gang.splitter)
     return [(name, expr.task_output(splitter, name)) for name in names]
+
+
+def skippable(step: ir.Step) -> bool:
+    """Whether a resumed run may skip the gang (its splitter cloned every rank's task): only
+    where no switch gates it, so that its join can take Skipped as done."""
+    return not step.condition
+
+
+def skip_unless_needed(step: ir.Step) -> str:
+    """The gang task's `when`: run unless the splitter cloned the gang (resume_clone.py)."""
+    splitter = naming.template_name(step.gang.splitter)
+    return expr.not_equals(expr.task_output(splitter, CLONED_OUTPUT), "true")
 
 
 def jobset_name(step: ir.Step) -> str:

@@ -136,7 +136,7 @@ def outputs(step: ir.Step) -> list[str]:
     if step.transition is ir.Transition.FOREACH:
         names += [Param.NUM_SPLITS, Param.SPLIT_CARDINALITY]
     elif step.transition is ir.Transition.PARALLEL:
-        names += list(gang.SPLITTER_OUTPUTS)
+        names += [*gang.SPLITTER_OUTPUTS, gang.CLONED_OUTPUT]
     elif step.transition is ir.Transition.SWITCH:
         names.append(Param.SWITCH_STEP)
     if step.recursive:

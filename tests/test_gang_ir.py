@@ -58,8 +58,10 @@ def test_splitter_outputs_are_the_files_the_pod_writes(compiled):
                            **{pod_contract.ENTROPY_ARTIFACT: "0123456789"})  # what task_post_step kept
     written = pod_hooks.output_files("t", node, flow)
     read = {p["name"]: p["valueFrom"]["path"] for p in tmpl["start"]["outputs"]["parameters"]}
-    assert read == {name: "%s/%s" % (Path.OUTPUTS, name) for name in gang_wiring.SPLITTER_OUTPUTS}
+    assert read == {name: "%s/%s" % (Path.OUTPUTS, name)
+                    for name in (*gang_wiring.SPLITTER_OUTPUTS, gang_wiring.CLONED_OUTPUT)}
     assert set(read) <= set(written)
+    assert written[pod_contract.GANG_CLONED_FILE] == "false"  # only a resumed run's clone says "true"
     assert written[pod_contract.NUM_PARALLEL_FILE] == "4" and written[pod_contract.WORKER_COUNT_FILE] == "3"
     assert written[pod_contract.ENTROPY_FILE] == "0123456789"
 
@@ -138,3 +140,23 @@ def test_every_rank_is_found_by_argo_logs(compiled):
             pod = jobset_pod.build(obj, "default", rjob, replicas, j, j, 0, 0, 3)
             assert pod.labels[Label.ARGO_WORKFLOW] == "dt-abcde"
             assert [c["name"] for c in pod.containers] == ["main"]
+
+
+def test_a_gang_its_splitter_cloned_is_skipped_and_its_join_takes_skipped_as_done(compiled):
+    """A resumed run whose splitter cloned the gang whole starts no JobSet (resume_clone.py)."""
+    _, tmpl = compiled
+    tasks = {t["name"]: t for tmp in tmpl.values() if "dag" in tmp for t in tmp["dag"]["tasks"]}
+    assert tasks["train"]["when"] == "{{tasks.start.outputs.parameters.gang-cloned}} != true"
+    assert tasks["join"]["depends"] == "(train.Succeeded || train.Skipped)"
+    assert tasks["train-Failure-report"]["depends"] == "train.Failed || train.Errored"  # not after a skip
+
+
+def test_a_gang_a_switch_gates_is_never_skipped(compiled):
+    """Its join could not tell a skip by the switch from a clone: such a gang starts its JobSet,
+    whose pods clone their tasks (resume.py)."""
+    import dataclasses
+
+    wf, _ = compiled
+    train = wf.steps["train"]
+    assert gang_wiring.skippable(train)
+    assert not gang_wiring.skippable(dataclasses.replace(train, condition=(("choose", "train"),)))

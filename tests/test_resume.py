@@ -88,13 +88,15 @@ class GangResumeFlow(FlowSpec):
         if os.environ.get("RESUME_TEST_DIR"):  # user code's own trace, where a test reads it
             with open(os.path.join(os.environ["RESUME_TEST_DIR"], "ran.log"), "a") as f:
                 f.write("train %%d %%d\\n" %% (self.split, self.rank))
-        if BROKEN and (self.split, self.rank) == (1, 1):
+        if BROKEN and (self.split, self.rank) == (1, 1) and %(first_attempt)s:
             raise RuntimeError("the bug")
         self.next(self.gather)
 
     @step
     def gather(self, inputs):
         self.ranks = sorted((i.split, i.rank) for i in inputs)
+        if %(gather_fails)s and self.ranks[0][0] == 0 and current.retry_count == 0:
+            raise RuntimeError("a plain task's first attempt fails")
         self.next(self.join)
 
     @step
@@ -112,10 +114,13 @@ if __name__ == "__main__":
 '''
 
 
-def gang_in_foreach(broken: str, ranks: int = 3, decorators: str = "") -> str:
+def gang_in_foreach(broken: str, ranks: int = 3, decorators: str = "", first_attempts_fail: bool = False) -> str:
     """A foreach of two gangs of ``ranks`` whose rank (1, 1) fails when ``broken`` (Python)
-    is true where the flow is imported."""
-    return GANG_IN_FOREACH % {"broken": broken, "ranks": ranks, "decorators": decorators}
+    is true where the flow is imported; with ``first_attempts_fail`` only in its attempt 0,
+    and split 0's gather (a plain task) fails its attempt 0 too."""
+    return GANG_IN_FOREACH % {"broken": broken, "ranks": ranks, "decorators": decorators,
+                              "first_attempt": "current.retry_count == 0" if first_attempts_fail else "True",
+                              "gather_fails": first_attempts_fail}
 
 READ_RUN = """
 import json, sys
@@ -243,8 +248,11 @@ def test_a_gang_is_cloned_whole_or_runs_whole(tmp_path):
     (tmp_path / "fail").unlink()
     resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
     assert second.returncode == 0, second.stdout[-3000:]
-    # Split 1's gang failed (rank 1): all three of its ranks ran again, split 0's none.
+    # Split 1's gang failed (rank 1): all three of its ranks ran again, split 0's none, and
+    # split 0's gang never started: its splitter cloned it whole, its DAG task was skipped.
     assert project.ran() == ["train 1 0", "train 1 1", "train 1 2"]
+    assert len(re.findall(r"jobset +js-\w+: created", second.stdout)) == 1, second.stdout[-3000:]
+    assert "mfargo: resume: gang train cloned whole from %s (3 tasks): it does not start" % origin in second.stdout
     got = project.read("GangResumeFlow", resumed, "all_ranks")
     cloned = {p for p, t in got["tasks"].items() if t["cloned"]}
     trains = {p for p in got["tasks"] if p.startswith("train/")}

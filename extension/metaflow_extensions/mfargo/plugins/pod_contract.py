@@ -21,6 +21,9 @@ ENTROPY_FILE = "task-id-entropy"  # E, minted once per gang (per split) by the s
 # J, minted each time the splitter's task runs or is cloned: names the gang's JobSets, which
 # must differ between runs even where a resumed run keeps the gang's task ids (E).
 JOBSET_ID_FILE = "jobset-id"
+# "true" when a resumed run's splitter cloned its gang whole (resume_clone.py): the gang's DAG
+# task is then skipped and no JobSet is made; "false" otherwise.
+GANG_CLONED_FILE = "gang-cloned"
 
 # The task-id roles (Metaflow's contract): rank 0 is the control, ranks 1..N-1 the workers.
 CONTROL_ROLE = "control"

@@ -130,6 +130,7 @@ def output_files(task_id, node, flow):
         outputs[contract.WORKER_COUNT_FILE] = str(n - 1)
         outputs[contract.ENTROPY_FILE] = getattr(flow, contract.ENTROPY_ARTIFACT)
         outputs[contract.JOBSET_ID_FILE] = _new_id()
+        outputs[contract.GANG_CLONED_FILE] = "false"  # resume_clone's to say otherwise
     elif node.type == "foreach":
         k = int(flow._foreach_num_splits)
         outputs[contract.NUM_SPLITS_FILE] = json.dumps(list(range(k)))

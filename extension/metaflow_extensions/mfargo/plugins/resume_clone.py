@@ -49,12 +49,41 @@ def clone_task(obj, origin_run_id, resume_step, step_name, run_id, task_id, retr
             sys.exit(resume.RERUN_EXIT)
     clone_task_helper(obj.flow.name, origin_run_id, run_id, step_name, task_id, task_id,
                       obj.flow_datastore, obj.metadata, attempt_id=retry_count)
+    print("mfargo: resume: %s cloned from %s/%s" % (task, origin_run_id, task), flush=True)
     out_dir = os.environ.get(contract.OUTPUT_DIR_ENV)
     if out_dir and step_name != resume.PARAMETERS_STEP:
-        for name, value in pod_hooks.output_files(task_id, obj.graph[step_name], OriginArtifacts(origin)).items():
+        outputs = pod_hooks.output_files(task_id, obj.graph[step_name], OriginArtifacts(origin))
+        if contract.GANG_CLONED_FILE in outputs and _clone_gang(obj, origin_run_id, resume_step, run_id, step_name, origin):
+            outputs[contract.GANG_CLONED_FILE] = "true"
+        for name, value in outputs.items():
             with open(os.path.join(out_dir, name), "w") as f:
                 f.write(value)
-    print("mfargo: resume: %s cloned from %s/%s" % (task, origin_run_id, task), flush=True)
+
+
+def _clone_gang(obj, origin_run_id, resume_step, run_id, splitter, origin):
+    """Clone every rank's task of the gang after the cloned ``splitter`` when each succeeded
+    in the origin and the gang is not to run again; True if it did (its DAG task is then
+    skipped: no JobSet). The ids are the origin's: E is an artifact of the splitter."""
+    from metaflow.clone_util import clone_task_helper
+
+    gang = obj.graph[splitter].out_funcs[0]
+    if gang in steps_to_rerun(obj.graph, resume_step):
+        return False
+    artifacts = OriginArtifacts(origin)
+    ranks = contract.gang_task_ids(getattr(artifacts, contract.ENTROPY_ARTIFACT),
+                                   artifacts._parallel_ubf_iter.num_parallel)
+    for rank_task in ranks:
+        rank = _finished_origin(obj, origin_run_id, gang, rank_task)
+        if rank is None or not rank["_task_ok"]:
+            print("mfargo: resume: gang %s runs again: task %s did not succeed in the origin run"
+                  % (gang, rank_task), flush=True)
+            return False
+    for rank_task in ranks:
+        clone_task_helper(obj.flow.name, origin_run_id, run_id, gang, rank_task, rank_task,
+                          obj.flow_datastore, obj.metadata, attempt_id=0)
+    print("mfargo: resume: gang %s cloned whole from %s (%d tasks): it does not start" % (
+        gang, origin_run_id, len(ranks)), flush=True)
+    return True
 
 
 class OriginArtifacts:
