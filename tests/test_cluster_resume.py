@@ -63,6 +63,7 @@ def test_a_fixed_flow_resumes_its_failed_gang_on_the_cluster(cluster_env, tmp_pa
         assert len(cloned(got["tasks"]) & set(trains)) == 2 and "gather/gather-1" not in cloned(got["tasks"])
         assert {p for p in origin_tasks if p.startswith("train/")} == set(trains)  # the gangs' task ids are the origin's
         assert {origin_of for _, origin_of in got["tasks"].values()} == {origin}
+        assert list(owned_jobsets(cluster_env, resumed).values()) == ["Completed"]  # split 0's gang never started
 
         # The Deployer resumes the resumed run from `join`: only join and end run.
         p = subprocess.run([sys.executable, "-c", DEPLOYER_RESUME, flow.name, resumed], cwd=tmp_path, env=cluster_env,
@@ -74,6 +75,7 @@ def test_a_fixed_flow_resumes_its_failed_gang_on_the_cluster(cluster_env, tmp_pa
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         last = read_run(cluster_env, again, READ)
         assert {p for p in last["tasks"] if p not in cloned(last["tasks"])} == {"join/join", "end/end"}
+        assert owned_jobsets(cluster_env, again.split("/")[1]) == {}  # both gangs cloned: no JobSet at all
 
 
 ATTEMPTS = ("{'ok': run.successful, 'ranks': [list(r) for r in run['end'].task.data.all_ranks], "
