@@ -8,13 +8,14 @@ pod and makes them again under the same names), so the retried task would be a s
 attempt 0 overwriting the first (Netflix/metaflow#2278).
 
 So before Metaflow records anything, the step process looks at the attempts its task
-already started (``gang_attempt.next_attempt``, the ``<n>.attempt.json`` markers) from
-``pod_hooks.step_init`` (or ``init_and_start``, before the run's ``init``). If its own
-attempt is among them it writes the next free number to the file the task keeper named
+already started (the ``<n>.attempt.json`` markers) from ``pod_hooks.step_init`` (or
+``init_and_start``, before the run's ``init``). If its own attempt's marker is there
+(``gang_attempt.started``) it writes the next free number to the file the task keeper named
 in ``NEXT_ATTEMPT_FILE_ENV`` and exits with ``RENUMBER_EXIT``; the keeper
 (``task_logs``) runs the step again as that attempt, with ``--max-user-code-retries``
 moved up by as much, so @retry and @catch count as they did in the first run. In an
-ordinary run the check costs one listing of the task's folder.
+ordinary run the check costs one look-up (an S3 HEAD); only a renumbering lists the task's
+attempts (``gang_attempt.next_attempt``).
 
 Standard library only at import: the keeper imports it.
 """
@@ -37,11 +38,11 @@ def check_pod_task(step_name):
     if not path or _checked or len(pathspec) != 4 or pathspec[2] != step_name:
         return
     _checked.append(step_name)
-    from .gang_attempt import next_attempt
+    from .gang_attempt import next_attempt, started
 
     attempt = int(os.environ.get("MF_ATTEMPT", "0"))
-    free = next_attempt(*pathspec)
-    if attempt < free:
+    if started(*pathspec, attempt):
+        free = max(next_attempt(*pathspec), attempt + 1)
         with open(path, "w") as f:
             f.write("%d %d\n" % (attempt, free))
         sys.exit(RENUMBER_EXIT)

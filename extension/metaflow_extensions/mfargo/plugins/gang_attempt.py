@@ -13,12 +13,25 @@ import sys
 ATTEMPT_SUFFIX = ".attempt.json"  # TaskDataStore.METADATA_ATTEMPT_SUFFIX, one per started attempt
 
 
-def next_attempt(flow, run, step, task):
+def _storage():
+    """The configured datastore's storage (the pod's: its env configures Metaflow)."""
     from metaflow.metaflow_config import DEFAULT_DATASTORE
     from metaflow.plugins import DATASTORES
 
     impl = next(d for d in DATASTORES if d.TYPE == DEFAULT_DATASTORE)
-    storage = impl(impl.get_datastore_root_from_config(lambda *args, **kwargs: None))
+    return impl(impl.get_datastore_root_from_config(lambda *args, **kwargs: None))
+
+
+def started(flow, run, step, task, attempt):
+    """Whether the task's attempt ``attempt`` was started: one look-up of its marker (on S3
+    a HEAD in this process, where a listing runs a helper process)."""
+    storage = _storage()
+    [found] = storage.is_file([storage.path_join(flow, run, step, task, "%d%s" % (attempt, ATTEMPT_SUFFIX))])
+    return found
+
+
+def next_attempt(flow, run, step, task):
+    storage = _storage()
     listing = storage.list_content([storage.path_join(flow, run, step, task)])
     started = []
     for entry in listing:
