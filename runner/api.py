@@ -131,7 +131,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                  work_dir: Path | None = None, env: dict[str, str] | None = None, backoff_scale: float = 1.0,
                  on_event: ev.EventCallback | None = None, *, timeout: float | None = None,
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
-                 config_maps: dict[str, dict[str, str]] | None = None, workflow_name: str | None = None,
+                 workflow_name: str | None = None,
                  namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
                  handle_signals: bool = True, private_tmp: bool = True,
                  force_env: dict[str, str | None] | None = None,
@@ -180,7 +180,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     async def main() -> None:
         image_code_dir = doc.annotation(CODE_DIR_ANNOTATION)
         pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
-                         on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
+                         on_event=on_event, kill_grace=kill_grace, secrets=secrets,
                          stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
                          node_capacity=node_capacity, interpreter_paths=interpreter_paths,
                          max_workers=max_workers)

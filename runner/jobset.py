@@ -312,7 +312,7 @@ class JobSet:
         self.objects.pod_started(pod)
         self._emit(f"pod {pod.name} started (job {job_name}, restart-attempt {restart})")
         on_start()
-        container = (pod.containers[0].get("name") or "") if pod.containers else ""
+        container = pod.container.get("name") or ""
         try:
             fault = job_policy.faults(pmeta.get("annotations") or {}).get((r.name, j, restart))
         except ValueError as e:

@@ -65,10 +65,14 @@ def essential_problems(obj: Any) -> list[str]:
             if problem:
                 problems.append(f"{where}: {problem}")
         pod_spec = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")
-        if not isinstance(pod_spec, dict) or not pod_spec.get("containers"):
+        if not isinstance(pod_spec, dict) or not isinstance(pod_spec.get("containers"), list) \
+                or not pod_spec["containers"]:
             problems.append(f"{where}.template.spec.template.spec.containers: required")
         elif pod_spec.get("initContainers"):  # mfargo's gang pods have one container each
             problems.append(f"{where}.template.spec.template.spec.initContainers: not supported by the local runner")
+        elif len(pod_spec["containers"]) > 1:
+            problems.append(f"{where}.template.spec.template.spec.containers: more than one is not supported by "
+                            "the local runner (mfargo writes one)")
     if (spec.get("successPolicy") or {}) not in ({}, {"operator": "All"}):  # every Job must complete
         problems.append(f"spec.successPolicy: {spec['successPolicy']!r} is not supported by the local runner "
                         "(mfargo writes {operator: All})")

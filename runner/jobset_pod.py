@@ -58,7 +58,7 @@ def build(obj: dict, default_namespace: str, rjob: str, replicas: int, j: int, g
         name=f"{job_name}-{idx}-{random_suffix()}",
         namespace=ns,
         uid=str(uuid.uuid4()),
-        containers=list(pspec.get("containers") or []),
+        container=pspec["containers"][0],
         volumes=list(pspec.get("volumes") or []),
         hostname=pspec.get("hostname") or (hostname if dns else ""),
         subdomain=(pspec.get("subdomain") or subdomain) if dns else "",

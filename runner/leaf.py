@@ -51,7 +51,7 @@ async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     main = dict(t["container"], name="main")
     labels, annotations = pod_metadata(ex, node, t)
     pod = PodSpec(
-        name=node.pod_name, namespace=ex.namespace, uid=str(uuid.uuid4()), containers=[main],
+        name=node.pod_name, namespace=ex.namespace, uid=str(uuid.uuid4()), container=main,
         hostname=node.pod_name[:63], labels=labels, annotations=annotations,
         service_account=t.get("serviceAccountName") or ex.spec.get("serviceAccountName") or "default",
         volumes=list(t.get("volumes") or []), active_deadline=deadline(t),

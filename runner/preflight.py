@@ -43,6 +43,9 @@ RESOURCE_FIELDS = ("action", "manifest", "setOwnerReference", "successCondition"
 RESOURCE_CONDITION = re.compile(r"status\.terminalState == \w+")  # templates/jobset.py SUCCESS, FAILURE
 VOLUME_FIELDS = ("name", "emptyDir", "persistentVolumeClaim")
 VOLUME_MOUNT_FIELDS = ("name", "mountPath")
+ENV_FIELDS = ("name", "value", "valueFrom")
+ENV_VALUE_FROM_FIELDS = ("fieldRef", "secretKeyRef")  # templates/common.py identity_env, hooks.py
+ENV_FROM_FIELDS = ("secretRef",)  # templates/common.py env_from
 DAG_FIELDS = ("tasks",)
 TASK_FIELDS = ("name", "template", "depends", "arguments", "when", "withParam")
 STEP_FIELDS = ("name", "template", "arguments", "when")
@@ -136,6 +139,12 @@ def _check_container(c: Any, where: str) -> None:
                             "entrypoint is unknown to the local runner")
     for m in _each(c.get("volumeMounts"), where, "container.volumeMounts"):
         _only(m, VOLUME_MOUNT_FIELDS, where, f"volumeMount {m.get('name') if isinstance(m, dict) else m!r}: ")
+    for e in _each(c.get("env"), where, "container.env"):
+        _only(e, ENV_FIELDS, where, f"env {e.get('name') if isinstance(e, dict) else e!r}: ")
+        if e.get("valueFrom") is not None:
+            _only(e["valueFrom"], ENV_VALUE_FROM_FIELDS, where, f"env {e.get('name')!r}: valueFrom.")
+    for e in _each(c.get("envFrom"), where, "container.envFrom"):
+        _only(e, ENV_FROM_FIELDS, where, "envFrom: ")
 
 
 def _check_pod_spec_patch(patch: Any, where: str) -> None:

@@ -137,4 +137,4 @@ def test_every_rank_is_found_by_argo_logs(compiled):
         for j in range(replicas):
             pod = jobset_pod.build(obj, "default", rjob, replicas, j, j, 0, 0, 3)
             assert pod.labels[Label.ARGO_WORKFLOW] == "dt-abcde"
-            assert [c["name"] for c in pod.containers] == ["main"]
+            assert pod.container["name"] == "main"
