@@ -26,7 +26,7 @@ from typing import Any
 from . import events as ev
 from . import contain, include_files, preflight
 from .interpreter import check_interpreter, needed_paths, with_interpreter_path
-from .jobset_controller import JobSetController
+from .jobset import JobSetController
 from .kube_api import KubeApiServer
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
 from .pod import PodRunner
@@ -184,7 +184,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                          stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
                          node_capacity=node_capacity, interpreter_paths=interpreter_paths,
                          max_workers=max_workers)
-        jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
+        jobsets = JobSetController(pods, ns, on_event)
         kube_api = KubeApiServer(jobsets)  # what KUBERNETES_SERVICE_HOST is in a cluster
         await kube_api.start()
         pods.base_env.update(kube_api.env)

@@ -15,9 +15,7 @@ fails the step with an explanation instead of hanging.
 from __future__ import annotations
 
 from . import bounded_yaml
-from . import events as ev
-from .jobset import GROUP, JobSetError, essential_problems, validate
-from .jobset_controller import JobSetController
+from .jobset import GROUP, JobSetController, JobSetError, essential_problems, validate
 
 
 class ResourceError(Exception):
@@ -31,7 +29,7 @@ def terminal_state(condition: str | None) -> str | None:
 
 
 async def run_resource(resource: dict, controller: JobSetController, *, owner: dict | None,
-                       on_event: ev.EventCallback, node: str, do_validate: bool = True) -> None:
+                       do_validate: bool = True) -> None:
     """Create the JobSet and wait for a condition; raises ResourceError if the step fails."""
     manifest = resource.get("manifest")
     if not isinstance(manifest, str) or not manifest.strip():
@@ -48,7 +46,7 @@ async def run_resource(resource: dict, controller: JobSetController, *, owner: d
         raise ResourceError(f"resource kind {obj.get('kind')!r} ({api}) is not supported: "
                             "the local runner only plays the JobSet controller")
     # what the runner plays is always checked; the schema (mfargo.validation) unless --no-validate
-    problems = validate(obj, on_event) if do_validate else essential_problems(obj)
+    problems = validate(obj) if do_validate else essential_problems(obj)
     if problems:
         raise ResourceError("The JobSet is invalid: " + "; ".join(problems))
     owner_ref = owner if resource.get("setOwnerReference") else None

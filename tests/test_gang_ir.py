@@ -125,16 +125,16 @@ def test_every_rank_is_found_by_argo_logs(compiled):
     import json
 
     from mfargo.compiler.constants import JobSetKey, Label
-    from mfargo.runner import jobset_pod
+    from mfargo.runner import jobset as runner_jobset
 
     wf, _ = compiled
     text = json.dumps(jobset.manifest(wf.steps["train"], wf)).replace("{{workflow.name}}", "dt-abcde")
     obj = json.loads(text)
     [ranks] = obj["spec"]["replicatedJobs"]
     ranks["replicas"] = 3
-    obj["metadata"]["name"] = "js-e"
+    obj["metadata"].update(name="js-e", namespace="default")
     for rjob, replicas in ((JobSetKey.RANKS_JOB, 3),):
         for j in range(replicas):
-            pod = jobset_pod.build(obj, "default", rjob, replicas, j, j, 0, 0, 3)
+            pod = runner_jobset.build_pod(obj, rjob, replicas, j, j, 0, 3)
             assert pod.labels[Label.ARGO_WORKFLOW] == "dt-abcde"
             assert pod.container["name"] == "main"
