@@ -20,7 +20,11 @@ or not), so each part below has one shape:
   all pods, restarts + 1, new pods with restart-attempt + 1) or terminalState Failed;
 * when the JobSet finishes, still-running pods are killed.
 
-The live object is what Argo's success/failure conditions read.
+The resource step (:func:`run_resource`) is what Argo's executor does with ``kubectl``: parse
+the substituted manifest, create it, then watch it until ``failureCondition`` (checked
+first) or ``successCondition`` holds; mfargo's read ``status.terminalState``.  Where a real
+step would wait forever (the JobSet settled in a state no condition matches) the step fails
+with an explanation instead.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from typing import Any
 from mfargo import k8s_syntax
 
 from . import events as ev
-from . import job_policy, kube_objects, limits
+from . import bounded_yaml, job_policy, kube_objects, limits
 from .model import random_suffix
 from .pod import PodError, PodRunner, PodSpec
 
@@ -51,7 +55,8 @@ NOT_HERE = "not supported by the local runner"
 
 
 class JobSetError(Exception):
-    """kubectl-like failure (AlreadyExists, NotFound, invalid object)."""
+    """The resource step failed: kubectl's error (AlreadyExists, an invalid object) or a
+    condition; the message is what the node shows."""
 
 
 # ------------------------------------------------------------------ what is created
@@ -434,3 +439,45 @@ class JobSetController:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# ------------------------------------------------------------------ the resource step
+
+def terminal_state(condition: str | None) -> str | None:
+    """The state a condition waits for: mfargo writes ``status.terminalState == <state>``
+    (templates/jobset.py; the preflight refuses any other condition)."""
+    return condition.split("==")[1].strip() if condition else None
+
+
+async def run_resource(resource: dict, controller: JobSetController, *, owner: dict | None,
+                       do_validate: bool = True) -> None:
+    """Create the JobSet and wait for a condition; raises JobSetError if the step fails."""
+    try:
+        docs = [d for d in bounded_yaml.load_all(str(resource.get("manifest") or "")) if d is not None]
+    except bounded_yaml.YamlError as e:
+        raise JobSetError(f"error: error parsing manifest: {e}") from None
+    if len(docs) != 1:
+        raise JobSetError(f"the manifest must hold exactly one object, found {len(docs)}")
+    obj = docs[0]
+    # a JobSet as mfargo writes it, always; the schema (mfargo.validation) unless --no-validate
+    problems = validate(obj) if do_validate else essential_problems(obj)
+    if problems:
+        raise JobSetError("The JobSet is invalid: " + "; ".join(problems))
+    owner_ref = owner if resource.get("setOwnerReference") else None
+    js = controller.create(obj, owner_ref)
+
+    success = terminal_state(resource.get("successCondition"))
+    failure = terminal_state(resource.get("failureCondition"))
+    while True:
+        version = js.version
+        state = js.obj.get("status", {}).get("terminalState")
+        if failure is not None and state == failure:
+            raise JobSetError(f"{js.name} failed: failure condition '{resource['failureCondition']}' matched "
+                              f"(terminalState={state})")
+        if success is None or state == success:
+            break
+        if js.settled:
+            raise JobSetError(
+                f"JobSet {js.name} will not change any more (terminalState={state}) and successCondition "
+                f"'{resource.get('successCondition')}' does not match: a real Argo step would wait forever")
+        await js.wait_change(version)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from .model import ERROR, FAILED, SUCCEEDED, WorkflowError, param_str, parse_int
 from .nodes import Node, error_text
 from .outputs import container_outputs
+from .jobset import JobSetError, run_resource
 from .pod import PodSpec
-from .resource import ResourceError, run_resource
 from .substitute import Scope
 
 if TYPE_CHECKING:
@@ -93,6 +93,6 @@ async def run_resource_template(ex: "Executor", node: Node, tmpl: dict, scope: S
                 message += " (%d pod(s) never scheduled: %s)" % (len(pending), "; ".join(
                     "%s: %s" % kv for kv in sorted(pending.items())))
             return ex.finish(node, FAILED, message)
-        except ResourceError as e:
+        except JobSetError as e:
             return ex.finish(node, FAILED, str(e))
         return ex.finish(node, SUCCEEDED)

@@ -16,12 +16,12 @@ from .expr import ExprError
 from .model import (DONE_PHASES, FAILED, OMITTED, PENDING, RUNNING, SKIPPED, SUCCEEDED,
                     WorkflowError, node_id, rfc3339)
 from .pod import PodError
-from .resource import ResourceError
+from .jobset import JobSetError
 from .substitute import SubstitutionError
 
 # What a malformed or unsupported spec raises while a node is prepared: the node errors.
 NODE_ERRORS = (WorkflowError, SubstitutionError, ExprError, PodError,
-               ResourceError, ValueError, KeyError, TypeError, OSError)
+               JobSetError, ValueError, KeyError, TypeError, OSError)
 
 
 def error_text(e: BaseException) -> str:
