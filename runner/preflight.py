@@ -20,6 +20,7 @@ Checked for every template of the document (Argo's lint also covers all of them)
 """
 from __future__ import annotations
 
+import graphlib
 import re
 from typing import Any, Iterator
 
@@ -179,6 +180,23 @@ def _check_task(task: Any, where: str, fields: tuple[str, ...], kind: str) -> No
     _check_parameters(task.get("arguments"), "arguments", ARGUMENT_FIELDS, tname)
 
 
+def _check_graph(tasks: list, where: str) -> None:
+    """Task names unique, every ``depends`` naming one of them, no cycle (graphlib)."""
+    deps: dict[str, list[str]] = {}
+    for t in tasks:
+        if t.get("name") in deps:
+            raise WorkflowError(f"{where}: duplicate task name {t.get('name')!r}")
+        deps[t.get("name")] = depends_tasks(parse(str(t["depends"]), DEPENDS)) if t.get("depends") else []
+    for name, needs in deps.items():
+        for ref in needs:
+            if ref not in deps:
+                raise WorkflowError(f"{where}, task {name!r}: depends on unknown task {ref!r}")
+    try:
+        graphlib.TopologicalSorter(deps).prepare()
+    except graphlib.CycleError as e:
+        raise WorkflowError(f"{where}: dependency cycle {' -> '.join(map(str, e.args[1]))}") from None
+
+
 def check_template(tmpl: dict) -> None:
     where = f"template {tmpl.get('name')!r}"
     _only(tmpl, TEMPLATE_FIELDS, where, "")
@@ -214,6 +232,7 @@ def check_template(tmpl: dict) -> None:
         _only(tmpl["dag"], DAG_FIELDS, where, "dag.")
         for task in _each(tmpl["dag"].get("tasks"), where, "dag.tasks"):
             _check_task(task, where, TASK_FIELDS, "task")
+        _check_graph(tmpl["dag"].get("tasks") or [], where)
     if kind == "steps":
         for group in _each(tmpl["steps"], where, "steps"):
             for step in _each(group, where, "steps[]"):
