@@ -5,7 +5,7 @@ label ``metaflow/flow_name``), the datastore root (an env ``METAFLOW_DATASTORE_S
 or a ``--datastore-root`` argument anywhere in the document) and an S3 endpoint set in
 the YAML; what the YAML does not say comes from the env the pods got.  The hint is a
 pair of shell lines that work as printed: with the embedded S3 server, the first
-starts it again in the background (:mod:`runner.serve`).  With the local datastore
+starts it again in the background (:func:`runner.s3server.start_background`).  With the local datastore
 (:mod:`runner.local_datastore`) one line names it: artifacts and metadata share
 ``METAFLOW_DATASTORE_SYSROOT_LOCAL``, as after Metaflow's own local ``run``.
 """
@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Iterator
 
-from .serve import PID_VAR
+from .s3server import PID_VAR
 
 ROOT_VAR = "METAFLOW_DATASTORE_SYSROOT_S3"
 ENDPOINT_VAR = "METAFLOW_S3_ENDPOINT_URL"
