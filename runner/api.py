@@ -84,7 +84,7 @@ def workflow_name_for(doc: WorkflowDoc) -> str:
     """``<template>-xxxxx`` for a WorkflowTemplate (like ``argo submit --from``), else the
     Workflow's name or ``generateName`` + 5 random characters."""
     meta = doc.metadata
-    if doc.kind in ("WorkflowTemplate", "ClusterWorkflowTemplate"):
+    if doc.kind == "WorkflowTemplate":
         base = meta.get("name") or "workflow"
         return f"{base[:57].rstrip('-.')}-{random_suffix()}"
     if meta.get("name"):
