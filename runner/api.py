@@ -26,7 +26,7 @@ from typing import Any
 from . import events as ev
 from . import contain, include_files, preflight
 from .interpreter import check_interpreter, needed_paths, with_interpreter_path
-from .jobset_controller import JobSetController
+from .jobset import JobSetController
 from .kube_api import KubeApiServer
 from .model import WorkflowDoc, WorkflowError, load_document, param_str, random_suffix
 from .pod import PodRunner
@@ -84,7 +84,7 @@ def workflow_name_for(doc: WorkflowDoc) -> str:
     """``<template>-xxxxx`` for a WorkflowTemplate (like ``argo submit --from``), else the
     Workflow's name or ``generateName`` + 5 random characters."""
     meta = doc.metadata
-    if doc.kind in ("WorkflowTemplate", "ClusterWorkflowTemplate"):
+    if doc.kind == "WorkflowTemplate":
         base = meta.get("name") or "workflow"
         return f"{base[:57].rstrip('-.')}-{random_suffix()}"
     if meta.get("name"):
@@ -131,7 +131,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                  work_dir: Path | None = None, env: dict[str, str] | None = None, backoff_scale: float = 1.0,
                  on_event: ev.EventCallback | None = None, *, timeout: float | None = None,
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
-                 config_maps: dict[str, dict[str, str]] | None = None, workflow_name: str | None = None,
+                 workflow_name: str | None = None,
                  namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
                  handle_signals: bool = True, private_tmp: bool = True,
                  force_env: dict[str, str | None] | None = None,
@@ -180,11 +180,11 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
     async def main() -> None:
         image_code_dir = doc.annotation(CODE_DIR_ANNOTATION)
         pods = PodRunner(work_dir, base_env, code_dir=code_dir, image_code_dir=image_code_dir,
-                         on_event=on_event, kill_grace=kill_grace, secrets=secrets, config_maps=config_maps,
+                         on_event=on_event, kill_grace=kill_grace, secrets=secrets,
                          stream_logs=stream_logs, private_tmp=private_tmp, force_env=force_env,
                          node_capacity=node_capacity, interpreter_paths=interpreter_paths,
                          max_workers=max_workers)
-        jobsets = JobSetController(pods, ns, on_event, backoff_scale=backoff_scale)
+        jobsets = JobSetController(pods, ns, on_event)
         kube_api = KubeApiServer(jobsets)  # what KUBERNETES_SERVICE_HOST is in a cluster
         await kube_api.start()
         pods.base_env.update(kube_api.env)

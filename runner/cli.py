@@ -1,34 +1,9 @@
-"""``mfargo run WORKFLOW.yaml`` - execute a compiled workflow on this machine.
+"""``mfargo run WORKFLOW.yaml``: execute a compiled workflow on this machine.
 
-Prints one line per node event (and the pods' output, prefixed with the pod
-name), then ``Workflow <name>: <status>`` and the Metaflow run id
-``argo-<name>``.  Exit status 0 only if the workflow Succeeded.  The run id is
-written to ``--run-id-file`` as soon as the workflow is named (so a concurrent
-process can find the run) and again at the end, also on failure.
-
-The work directory (pods' logs, mounts, status.json) is a fresh temporary
-directory, removed after a successful run unless ``--keep`` (kept after a
-failure so the logs can be read); ``--work-dir`` chooses it and implies keep.
-When the workflow uses ``s3://`` and no ``METAFLOW_S3_ENDPOINT_URL`` is configured
-(caller's env, Metaflow config file or the workflow itself), the pods use Metaflow's
-local datastore instead, next to their local metadata (:mod:`runner.local_datastore`),
-unless they need S3 anyway (a code package to download, an IncludeFile default).
-``--s3`` runs the YAML as written instead: it starts a local S3 server
-(runner.s3server) for the run, creates the buckets named by ``s3://bucket`` URLs in the
-workflow (plus ``--s3-bucket``) and gives its endpoint/credentials env to every pod (also
-what a YAML that needs S3 gets); ``--no-s3`` does neither. The data (and the pods' local
-Metaflow metadata) then live in the work directory: ``--keep`` keeps them, and the printed
-hint reads the run with Metaflow's client (with S3, ``eval "$(mfargo run --serve-s3 DIR)"``
-serves its data again in the background, :mod:`runner.serve`).
-
-``--user NAME`` runs every pod as Metaflow user NAME (``METAFLOW_USER``, overriding
-the workflow's ``argo-workflows``) without a production token, so the run lands in
-namespace ``user:NAME``.  ``--node-capacity nvidia.com/gpu=0`` makes pods asking for
-more stay Pending (unschedulable) until a deadline ends them.
-
-When the S3 endpoint that pods get from here (the embedded server's, or the caller's
-``METAFLOW_S3_ENDPOINT_URL``) is on loopback, they also get ``METAFLOW_S3_WORKER_COUNT`` =
-this machine's cores unless the caller or the YAML sets it (:func:`local_s3_workers`).
+Prints one line per node event and the pods' output, then ``Workflow <name>: <status>`` and
+the Metaflow run id; exit 0 only if the workflow Succeeded.  What each option does, and which
+datastore the pods get (local, the YAML's S3 against a local server, or as configured), is
+in ``runner/README.md``: this module parses, decides the datastore, and calls ``run_workflow``.
 """
 from __future__ import annotations
 
@@ -45,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from . import events as ev
-from . import include_files, local_datastore, readback, serve, workdir
+from . import include_files, local_datastore, readback, workdir
 from .interpreter import check_interpreter
 from .model import WorkflowError, load_document
 from .readback import ENDPOINT_VAR
@@ -206,7 +181,8 @@ def _main(args: argparse.Namespace, started: float) -> int:
     from .api import run_workflow
 
     if args.serve_s3:
-        return serve.start_background(args.serve_s3.resolve())
+        from .s3server import start_background
+        return start_background(args.serve_s3.resolve())
     if not args.workflow:
         print("mfargo run: a WORKFLOW.yaml is required", file=sys.stderr)
         return 2

@@ -14,11 +14,11 @@ an Omitted task inherits its parents' branch phase.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .expr import DEPENDS, depends_holds, depends_tasks, parse
 from .fanout import run_task
-from .model import BAD_PHASES, ERROR, OMITTED, SUCCEEDED, WorkflowError
+from .model import BAD_PHASES, ERROR, OMITTED, SUCCEEDED
 from .nodes import Node, view
 from .outputs import composite_outputs
 from .substitute import Scope
@@ -36,36 +36,6 @@ def ancestors_of(name: str, deps: dict[str, list[str]]) -> set[str]:
             seen.add(d)
             stack.extend(deps[d])
     return seen
-
-
-def check_acyclic(deps: dict[str, list[str]]) -> None:
-    state: dict[str, int] = {}
-
-    def visit(n: str, path: list[str]) -> None:
-        if state.get(n) == 2:
-            return
-        if state.get(n) == 1:
-            raise WorkflowError("dependency cycle: " + " -> ".join(path + [n]))
-        state[n] = 1
-        for d in deps[n]:
-            visit(d, path + [n])
-        state[n] = 2
-
-    for n in deps:
-        visit(n, [])
-
-
-def depends_trees(tasks: list[dict], by_name: dict[str, dict]) -> dict[str, Any]:
-    """Each task's parsed ``depends`` (:mod:`runner.expr`); unknown names refused."""
-    trees: dict[str, Any] = {}
-    for t in tasks:
-        d = t.get("depends")
-        tree = parse(str(d), DEPENDS) if d not in (None, "") else None
-        for ref in depends_tasks(tree):
-            if ref not in by_name:
-                raise WorkflowError(f"task {t['name']!r} depends on unknown task {ref!r}")
-        trees[t["name"]] = tree
-    return trees
 
 
 DAEMON_STOPPED = "daemon stopped: the rest of its DAG has finished"
@@ -97,11 +67,9 @@ async def run_dag(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     dag = tmpl["dag"]
     tasks = dag.get("tasks") or []
     by_name = {t["name"]: t for t in tasks}
-    if len(by_name) != len(tasks):
-        raise WorkflowError("duplicate task names in DAG")
-    trees = depends_trees(tasks, by_name)
+    # (the preflight refused duplicate names, unknown dependencies and cycles)
+    trees = {t["name"]: parse(str(t["depends"]), DEPENDS) if t.get("depends") else None for t in tasks}
     deps = {n: depends_tasks(tr) for n, tr in trees.items()}
-    check_acyclic(deps)
     ancestors = {n: ancestors_of(n, deps) for n in by_name}
     # Argo's targets are the leaves in name order (dag.go: findLeafTaskNames sorts them),
     # and assessDAGPhase takes the first failed one's phase.

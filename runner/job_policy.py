@@ -1,12 +1,17 @@
-"""What the Job controller decides about a failed pod, and the faults the runner can play.
+"""What the Job and JobSet controllers decide about a failure, and the faults the runner can play.
 
 ``podFailurePolicy`` (batch/v1, Kubernetes >= 1.26): rules are tried in order and the
 first whose requirement holds decides: ``FailJob`` fails the Job at once with reason
-``PodFailurePolicy``, ``Ignore`` replaces the pod without counting it, ``Count`` (also
-what happens when no rule matches) counts it against ``backoffLimit``. A rule matches on
+``PodFailurePolicy``, ``Count`` (also what happens when no rule matches) counts it against
+``backoffLimit`` (mfargo's is 0: the Job fails, ``BackoffLimitExceeded``). A rule matches on
 ``onExitCodes`` (a terminated container, optionally by name, whose non-zero exit code is
 ``In``/``NotIn`` the values) or ``onPodConditions`` (a pod condition of that type and
 status). Messages are the Job controller's.
+
+The JobSet's ``failurePolicy``: the first rule whose ``onJobFailureReasons`` holds the failed
+Job's reason decides (``FailJobSet``, or ``RestartJobSet`` while ``maxRestarts`` allows);
+without a matching rule the gang restarts, without a policy it fails. These are the actions
+mfargo writes (``templates/gang_policy.py``); ``jobset.py`` refuses others at creation.
 
 Faults: a local process is never preempted or OOM-killed, so the runner plays these on
 request, writing what the kubelet and scheduler would. A pod template annotation
@@ -23,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+POD_ACTIONS = ("FailJob", "Count")
+JOBSET_ACTIONS = ("FailJobSet", "RestartJobSet")
 FAULTS_ANNOTATION = "mfargo.runner/faults"
 DEFAULT_FAULT_DELAY = 3.0
 KILLED_EXIT_CODE = 137
@@ -81,7 +88,7 @@ def faults(annotations: dict) -> dict[tuple[str, int, int], Fault]:
 
 
 def action(policy: dict | None, outcome: PodOutcome) -> tuple[str, str]:
-    """(FailJob | Ignore | Count | FailIndex, why) for a failed pod under ``policy``."""
+    """(FailJob | Count, why) for a failed pod under ``policy``."""
     for index, rule in enumerate((policy or {}).get("rules") or []):
         act = rule.get("action") or "Count"
         codes = rule.get("onExitCodes")
@@ -104,3 +111,37 @@ def _exit_codes_match(codes: dict, outcome: PodOutcome) -> bool:
     values = [int(v) for v in codes.get("values") or []]
     inside = outcome.exit_code in values
     return inside if codes.get("operator") == "In" else not inside
+
+
+@dataclass
+class Failure:
+    """The first failed Job of a gang generation (what the JobSet controller acts on)."""
+
+    rjob: str
+    job: str
+    reason: str
+    message: str
+    pod: PodOutcome | None
+
+
+# The JobSet controller's Failed-condition reasons and messages (pkg/constants).
+ACTION_MESSAGES = {a: f"applying {a} failure policy action" for a in JOBSET_ACTIONS}
+
+
+def failure_action(fp: dict | None, reason: str) -> str:
+    """The first rule matching the failed Job's reason; else RestartJobSet (FailJobSet without a policy)."""
+    if not fp:
+        return "FailJobSet"
+    for rule in fp.get("rules") or []:
+        if not rule.get("onJobFailureReasons") or reason in rule["onJobFailureReasons"]:
+            return rule.get("action") or "RestartJobSet"
+    return "RestartJobSet"
+
+
+def failed_condition(fp: dict | None, action: str) -> tuple[str, str]:
+    """(reason, message) of the Failed condition, before '(first failed job: ...)'."""
+    if not fp:
+        return "FailedJobs", "jobset failed due to one or more job failures"
+    if action == "FailJobSet":
+        return "FailJobSetFailurePolicyAction", ACTION_MESSAGES[action]
+    return "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"

@@ -1,94 +1,224 @@
-"""Play the JobSet controller (and the Job controller under it) for one run.
+"""Play the JobSet controller (and the Job controller under it) for the JobSets mfargo writes.
 
-A resource template that creates a ``jobset.x-k8s.io/v1alpha2`` JobSet ends up
-here.  Behaviour follows the JobSet docs/README in shared/schemas:
+A resource template that creates a ``jobset.x-k8s.io/v1alpha2`` JobSet ends up here
+(:mod:`runner.resource`).  The runner plays the spec ``templates/jobset.py`` writes, and
+:func:`essential_problems` refuses anything else when the JobSet is created (``--no-validate``
+or not), so each part below has one shape:
 
-* every replicatedJob gets ``replicas`` Jobs ``<js>-<rjob>-<i>``; each Job runs
-  ``completions`` (default 1) indexed pods, ``parallelism`` at a time, named
-  ``<job>-<index>-<5 random>``, hostname ``<job>-<index>`` and subdomain
-  ``network.subdomain`` (default: the JobSet name); all Jobs start at once (gang);
-* pods carry the JobSet labels and annotations (``jobset_pod.py``); the Jobs and pods
-  of the current generation are kept as API objects (``kube_objects.py``);
-* a failed pod counts against the Job's ``backoffLimit`` (default 6); beyond it
-  (or past the Job's ``activeDeadlineSeconds``) the Job fails;
-* every Job complete (mfargo's ``successPolicy: {operator: All}``; ``jobset_checks.py``
-  refuses fields mfargo never writes) -> terminalState Completed; a failed Job -> ``failurePolicy.rules`` / ``maxRestarts`` (default 0):
-  restart the whole gang (kill all pods, restarts + 1, new pods with
-  restart-attempt + 1) or terminalState Failed;
+* every replicatedJob gets ``replicas`` Jobs ``<js>-<rjob>-<i>``, each running one pod
+  (mfargo's Jobs: ``completions``/``parallelism`` 1, ``backoffLimit`` 0) named
+  ``<job>-0-<5 random>``, hostname ``<job>-0``, subdomain ``network.subdomain``; all Jobs
+  start at once, their pods admitted together (:mod:`runner.slots`), and a gang with more
+  pods than ``--max-workers`` is refused before any of them is made;
+* pods carry the labels and annotations the JobSet and Job controllers add; the Jobs and
+  pods of the current generation are kept as API objects (``kube_objects.py``);
+* a failed pod fails its Job: ``PodFailurePolicy`` if a ``podFailurePolicy`` rule says
+  ``FailJob``, else ``BackoffLimitExceeded``; so does the Job's ``activeDeadlineSeconds``
+  (``DeadlineExceeded``);
+* every Job complete (``successPolicy: {operator: All}``) -> terminalState Completed; a
+  failed Job -> ``failurePolicy`` (:mod:`runner.job_policy`): restart the whole gang (kill
+  all pods, restarts + 1, new pods with restart-attempt + 1) or terminalState Failed;
 * when the JobSet finishes, still-running pods are killed.
 
-The live object is what Argo's success/failure conditions read.
+The resource step (:func:`run_resource`) is what Argo's executor does with ``kubectl``: parse
+the substituted manifest, create it, then watch it until ``failureCondition`` (checked
+first) or ``successCondition`` holds; mfargo's read ``status.terminalState``.  Where a real
+step would wait forever (the JobSet settled in a state no condition matches) the step fails
+with an explanation instead.
 """
 from __future__ import annotations
 
 import asyncio
 import copy
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import hashlib
+import uuid
+from typing import Any
+
+from mfargo import k8s_syntax
 
 from . import events as ev
-from . import job_policy, jobset_pod, jobset_policy, kube_objects, limits
-from .jobset_checks import API_VERSION, GROUP, essential_problems, validate  # noqa: F401 - the API
-from .pod import PodError, PodSpec
+from . import bounded_yaml, job_policy, kube_objects, limits
+from .model import random_suffix
+from .pod import PodError, PodRunner, PodSpec
 
-if TYPE_CHECKING:
-    from .jobset_controller import JobSetController
+GROUP = "jobset.x-k8s.io"
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+# The fields mfargo writes (templates/jobset.py): the runner plays only these.
+SPEC_FIELDS = ("replicatedJobs", "failurePolicy", "successPolicy", "network", "ttlSecondsAfterFinished")
+REPLICATED_JOB_FIELDS = ("name", "replicas", "template")
+JOB_FIELDS = ("backoffLimit", "podFailurePolicy", "activeDeadlineSeconds", "completions", "parallelism",
+              "template")
+JOB_ONE = {"completions": 1, "parallelism": 1, "backoffLimit": 0}  # mfargo's values (absent: ok too)
+FAILURE_POLICY_FIELDS = ("maxRestarts", "rules")
+FAILURE_RULE_FIELDS = ("name", "action", "onJobFailureReasons")
+NOT_HERE = "not supported by the local runner"
 
-JOB_BACKOFF_SECONDS = 10.0  # the Job controller's pod-failure back-off base
+
+class JobSetError(Exception):
+    """The resource step failed: kubectl's error (AlreadyExists, an invalid object) or a
+    condition; the message is what the node shows."""
 
 
-def gang_sizes(obj: dict) -> tuple[int, int]:
-    """(pods that run at once: each Job's min(parallelism, completions), pods in all) over
-    every replica of every replicatedJob."""
-    at_once = total = 0
-    for rj in obj["spec"]["replicatedJobs"]:
-        job = (rj.get("template") or {}).get("spec") or {}
-        completions = int(job.get("completions") or 1)
-        replicas = int(rj.get("replicas", 1))
-        at_once += replicas * min(completions, max(int(job.get("parallelism") or completions), 1))
-        total += replicas * completions
-    return at_once, total
+# ------------------------------------------------------------------ what is created
+
+def _unknown(obj: Any, allowed: tuple[str, ...], where: str) -> list[str]:
+    return [f"{where}.{k}: {NOT_HERE}" for k in (obj if isinstance(obj, dict) else {}) if k not in allowed]
+
+
+def _job_problems(job: Any, where: str) -> list[str]:
+    """A replicatedJob's Job spec: mfargo's one-pod Job, its podFailurePolicy actions."""
+    if not isinstance(job, dict):
+        return [f"{where}: must be an object"]
+    problems = _unknown(job, JOB_FIELDS, where)
+    problems += [f"{where}.{k}: {job[k]!r} is {NOT_HERE} (mfargo writes {v})"
+                 for k, v in JOB_ONE.items() if job.get(k, v) != v]
+    for i, rule in enumerate((job.get("podFailurePolicy") or {}).get("rules") or []):
+        if rule.get("action") not in job_policy.POD_ACTIONS:
+            problems.append(f"{where}.podFailurePolicy.rules[{i}].action: {rule.get('action')!r} is {NOT_HERE} "
+                            f"(mfargo writes {', '.join(job_policy.POD_ACTIONS)})")
+    pod_spec = ((job.get("template") or {}).get("spec"))
+    if not isinstance(pod_spec, dict) or not isinstance(pod_spec.get("containers"), list) \
+            or not pod_spec["containers"]:
+        problems.append(f"{where}.template.spec.containers: required")
+    elif pod_spec.get("initContainers"):  # mfargo's gang pods have one container each
+        problems.append(f"{where}.template.spec.initContainers: {NOT_HERE}")
+    elif len(pod_spec["containers"]) > 1:
+        problems.append(f"{where}.template.spec.containers: more than one is {NOT_HERE} (mfargo writes one)")
+    return problems
+
+
+def essential_problems(obj: Any) -> list[str]:
+    """What the runner needs to play a JobSet at all: mfargo's spec and names it can use."""
+    if not isinstance(obj, dict):
+        return ["manifest is not an object"]
+    problems: list[str] = []
+    if obj.get("apiVersion") != API_VERSION:
+        problems.append(f"apiVersion: expected {API_VERSION!r}, got {obj.get('apiVersion')!r}")
+    if obj.get("kind") != "JobSet":
+        problems.append(f"kind: expected 'JobSet', got {obj.get('kind')!r}")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if name is None and meta.get("generateName"):
+        name = meta["generateName"] + "xxxxx"
+    if not isinstance(name, str) or not name:
+        problems.append("metadata.name: required")
+    elif not k8s_syntax.is_dns1123_label(name):
+        problems.append(f"metadata.name: {name!r} must be a DNS-1123 label of at most 63 characters")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return problems + ["spec: required"]
+    problems += _unknown(spec, SPEC_FIELDS, "spec")
+    fp = spec.get("failurePolicy") or {}
+    problems += _unknown(fp, FAILURE_POLICY_FIELDS, "spec.failurePolicy")
+    for i, rule in enumerate(fp.get("rules") or [] if isinstance(fp, dict) else []):
+        problems += _unknown(rule, FAILURE_RULE_FIELDS, f"spec.failurePolicy.rules[{i}]")
+        if isinstance(rule, dict) and rule.get("action") not in job_policy.JOBSET_ACTIONS:
+            problems.append(f"spec.failurePolicy.rules[{i}].action: {rule.get('action')!r} is {NOT_HERE} "
+                            f"(mfargo writes {', '.join(job_policy.JOBSET_ACTIONS)})")
+    if (spec.get("successPolicy") or {}) not in ({}, {"operator": "All"}):  # every Job must complete
+        problems.append(f"spec.successPolicy: {spec['successPolicy']!r} is {NOT_HERE} (mfargo writes {{operator: All}})")
+    rjobs = spec.get("replicatedJobs")
+    if not isinstance(rjobs, list) or not rjobs:
+        return problems + ["spec.replicatedJobs: at least one replicatedJob is required"]
+    seen = set()
+    for i, rj in enumerate(rjobs):
+        where = f"spec.replicatedJobs[{i}]"
+        if not isinstance(rj, dict):
+            problems.append(f"{where}: must be an object")
+            continue
+        rname = rj.get("name")
+        if not isinstance(rname, str) or not rname:
+            problems.append(f"{where}.name: required")
+        elif rname in seen:
+            problems.append(f"{where}.name: duplicate {rname!r}")
+        seen.add(rname)
+        problems += _unknown(rj, REPLICATED_JOB_FIELDS, where)
+        replicas = rj.get("replicas", 1)
+        if not isinstance(replicas, int) or isinstance(replicas, bool):
+            problems.append(f"{where}.replicas: {replicas!r} is not of type 'integer'")
+        elif replicas < 0:
+            problems.append(f"{where}.replicas: must be >= 0")
+        elif isinstance(name, str) and isinstance(rname, str):
+            problem = k8s_syntax.child_job_problem(name, rname, replicas)
+            if problem:
+                problems.append(f"{where}: {problem}")
+        problems += _job_problems((rj.get("template") or {}).get("spec"), f"{where}.template.spec")
+    return problems
+
+
+def validate(obj: dict) -> list[str]:
+    """The essentials, then ``mfargo.validation`` (the CRD schema and the webhook's rules)."""
+    from mfargo.validation import validate_documents
+
+    return essential_problems(obj) or list(validate_documents([obj]))
 
 
 def gang_problem(obj: dict, max_workers: int) -> str:
     """Why this JobSet cannot run here ('' if it can): more pods than limits.MAX_GANG_SIZE,
-    or more at once than --max-workers (a gang runs whole or not at all)."""
-    try:
-        at_once, total = gang_sizes(obj)
-    except (TypeError, ValueError, KeyError, AttributeError):
-        return ""  # the JobSet's own validation words it
-    if total > limits.MAX_GANG_SIZE:
-        return limits.over("its pods (replicas x completions)", total, limits.MAX_GANG_SIZE)
-    if at_once > max_workers:
-        return (f"its gang of {at_once:,} pods that run at once is more than --max-workers {max_workers}; "
-                f"run with --max-workers {at_once} or more")
+    or more than --max-workers (a gang runs whole or not at all; one pod per Job)."""
+    pods = sum(int(rj.get("replicas", 1)) for rj in obj["spec"]["replicatedJobs"])
+    if pods > limits.MAX_GANG_SIZE:
+        return limits.over("its pods (replicas x completions)", pods, limits.MAX_GANG_SIZE)
+    if pods > max_workers:
+        return (f"its gang of {pods:,} pods that run at once is more than --max-workers {max_workers}; "
+                f"run with --max-workers {pods} or more")
     return ""
 
 
-class JobSetError(Exception):
-    """kubectl-like failure (AlreadyExists, NotFound, invalid object)."""
+# ------------------------------------------------------------------ its pods
+
+def job_keys(obj: dict, rjob: str, replicas: int, j: int, g: int, restart: int, total: int) -> dict[str, str]:
+    """The labels (and annotations) the JobSet controller puts on Job ``j`` of ``rjob`` and its pods."""
+    meta = obj["metadata"]
+    name = meta["name"]
+    return {
+        "jobset.sigs.k8s.io/jobset-name": name,
+        "jobset.sigs.k8s.io/jobset-uid": meta.get("uid", ""),
+        "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+        "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+        "jobset.sigs.k8s.io/job-index": str(j),
+        "jobset.sigs.k8s.io/job-global-index": str(g),
+        "jobset.sigs.k8s.io/global-replicas": str(total),
+        "jobset.sigs.k8s.io/restart-attempt": str(restart),
+        "jobset.sigs.k8s.io/job-key": hashlib.sha256(f"{meta['namespace']}/{name}-{rjob}-{j}".encode()).hexdigest(),
+    }
 
 
-@dataclass
-class _RJob:
-    index: int
-    name: str
-    spec: dict
-    replicas: int
-    ready: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    active: int = 0
+def build_pod(obj: dict, rjob: str, replicas: int, j: int, g: int, restart: int, total: int) -> PodSpec:
+    """The pod of Job ``j`` of replicated job ``rjob`` in gang generation ``restart`` (after create's
+    defaults: ``metadata.namespace``, ``network``)."""
+    spec, meta = obj["spec"], obj["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    job_name = f"{name}-{rjob}-{j}"
+    rj = next(r for r in spec["replicatedJobs"] if r["name"] == rjob)
+    pod_tmpl = rj["template"]["spec"]["template"]
+    pmeta, pspec = pod_tmpl.get("metadata") or {}, pod_tmpl["spec"]
+    network = spec["network"]
+    dns = network["enableDNSHostnames"] is not False
+    keys = {**job_keys(obj, rjob, replicas, j, g, restart, total), "batch.kubernetes.io/job-completion-index": "0"}
+    labels = {**(pmeta.get("labels") or {}), **keys, "batch.kubernetes.io/job-name": job_name, "job-name": job_name}
+    deadline = pspec.get("activeDeadlineSeconds")
+    return PodSpec(
+        name=f"{job_name}-0-{random_suffix()}", namespace=ns, uid=str(uuid.uuid4()),
+        container=pspec["containers"][0], volumes=list(pspec.get("volumes") or []),
+        hostname=pspec.get("hostname") or (f"{job_name}-0" if dns else ""),
+        subdomain=(pspec.get("subdomain") or network["subdomain"]) if dns else "",
+        labels={k: str(v) for k, v in labels.items()},
+        annotations={k: str(v) for k, v in {**(pmeta.get("annotations") or {}), **keys}.items()},
+        service_account=pspec.get("serviceAccountName") or "default",
+        active_deadline=float(deadline) if deadline is not None else None,
+        termination_grace=pspec.get("terminationGracePeriodSeconds"),
+        extra_env={"JOB_COMPLETION_INDEX": "0"}, display=f"{name}/{rjob}-{j}", gang_admitted=True)
 
+
+# ------------------------------------------------------------------ the controllers
 
 class _JobFailed(Exception):
     """A Job's Failed condition (reason, message) and the pod that made it fail."""
 
     def __init__(self, reason: str, message: str, pod: job_policy.PodOutcome | None = None):
         super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.pod = pod
+        self.reason, self.message, self.pod = reason, message, pod
 
 
 class JobSet:
@@ -99,10 +229,8 @@ class JobSet:
         self.controller = controller
         self.version = 0
         self._event = asyncio.Event()
-        self.settled = False  # nothing will change any more (terminal, or stuck)
+        self.settled = False  # nothing will change any more
         self.task: asyncio.Task | None = None
-        self.pod_names: list[str] = []
-        self.first_failure: jobset_policy.Failure | None = None  # set when the JobSet failed
         self.objects = kube_objects.Generation()  # its Jobs and pods, as the API server shows them
 
     @property
@@ -111,11 +239,7 @@ class JobSet:
 
     @property
     def status(self) -> dict:
-        return self.obj.setdefault("status", {})
-
-    @property
-    def terminal_state(self) -> str | None:
-        return self.status.get("terminalState")
+        return self.obj["status"]
 
     def snapshot(self) -> dict:
         return copy.deepcopy(self.obj)
@@ -126,48 +250,40 @@ class JobSet:
         old.set()
 
     async def wait_change(self, version: int) -> None:
-        if self.version != version:
-            return
-        await self._event.wait()
+        if self.version == version:
+            await self._event.wait()
 
-    # -- controller ------------------------------------------------------------
     async def run(self) -> None:
-        spec = self.obj["spec"]
-        fp = spec.get("failurePolicy")
+        fp = self.obj["spec"].get("failurePolicy")
         max_restarts = int((fp or {}).get("maxRestarts") or 0)
         self.status.update({"restarts": 0, "restartsCountTowardsMax": 0})
         try:
             while True:
-                outcome = await self._attempt(int(self.status["restarts"]))
-                if outcome is None:
-                    self._finish("Completed", "AllJobsCompleted", "jobset completed successfully")
-                    return
-                failure: jobset_policy.Failure = outcome
-                action = jobset_policy.failure_action(fp, failure.rjob, failure.reason)
-                counted = int(self.status["restartsCountTowardsMax"])
+                async with self.controller.pods.slots.admit(self.gang_size()):  # the gang's pods together
+                    failure = await self._generation(int(self.status["restarts"]))
+                if failure is None:
+                    return self._finish("Completed", "AllJobsCompleted", "jobset completed successfully")
+                action = job_policy.failure_action(fp, failure.reason)
                 self._emit(f"Job {failure.job} failed ({failure.reason}): {failure.message}")
-                if action == "RestartJobSetAndIgnoreMaxRestarts" or (
-                        action == "RestartJobSet" and counted < max_restarts):
-                    self.status["restarts"] = int(self.status["restarts"]) + 1
-                    if action == "RestartJobSet":
-                        self.status["restartsCountTowardsMax"] = counted + 1
-                    self._emit(f"{jobset_policy.ACTION_MESSAGES[action]} (first failed job: {failure.job}): restarting the "
-                               f"gang (restart {self.status['restarts']}, maxRestarts {max_restarts})")
+                if action == "RestartJobSet" and self.status["restartsCountTowardsMax"] < max_restarts:
+                    self.status["restarts"] += 1
+                    self.status["restartsCountTowardsMax"] += 1
+                    self._emit(f"{job_policy.ACTION_MESSAGES[action]} (first failed job: {failure.job}): restarting "
+                               f"the gang (restart {self.status['restarts']}, maxRestarts {max_restarts})")
                     self.bump()
                     continue
-                # The JobSet controller's Failed condition: reason and message name the first failed Job.
-                reason, message = jobset_policy.failed_condition(fp, action)
-                self.first_failure = failure
-                self._finish("Failed", reason, f"{message} (first failed job: {failure.job})")
-                return
+                reason, message = job_policy.failed_condition(fp, action)
+                return self._finish("Failed", reason, f"{message} (first failed job: {failure.job})")
         finally:
             self.settled = True
             self.bump()
 
+    def gang_size(self) -> int:
+        return sum(int(rj.get("replicas", 1)) for rj in self.obj["spec"]["replicatedJobs"])
+
     def _finish(self, state: str, reason: str, message: str) -> None:
-        st = self.status
-        st["terminalState"] = state
-        st.setdefault("conditions", []).append({
+        self.status["terminalState"] = state
+        self.status.setdefault("conditions", []).append({
             "type": state, "status": "True", "reason": reason, "message": message,
             "lastTransitionTime": kube_objects.now()})
         self._emit(f"{state}: {message}")
@@ -175,146 +291,76 @@ class JobSet:
     def _emit(self, message: str) -> None:
         self.controller.on_event(ev.Event(ev.JOBSET, node=self.name, message=message))
 
-    def _publish(self, rjobs: list[_RJob]) -> None:
-        self.status["replicatedJobsStatus"] = [
-            {"name": r.name, "ready": r.ready, "succeeded": r.succeeded, "failed": r.failed,
-             "active": r.active, "suspended": 0} for r in rjobs]
+    def _publish(self, counts: dict[str, dict[str, int]]) -> None:
+        self.status["replicatedJobsStatus"] = [{"name": n, **c, "suspended": 0} for n, c in counts.items()]
         self.bump()
 
-    async def _attempt(self, restart: int):
-        """Run one generation of all Jobs, its pods admitted together (runner.slots; the
-        controller refused a gang larger than them); None on success else (rjob, reason, message)."""
-        async with self.controller.pods.slots.admit(self.gang_size()):
-            return await self._generation(restart)
-
-    def gang_size(self) -> int:
-        return gang_sizes(self.obj)[0]
-
-    async def _generation(self, restart: int):
-        spec = self.obj["spec"]
+    async def _generation(self, restart: int) -> job_policy.Failure | None:
+        """Run one generation of all Jobs; None when every one completed, else the first failure."""
         self.objects.reset()  # a restart deletes the previous generation's Jobs and pods
-        rjobs = [_RJob(i, rj["name"], rj, int(rj.get("replicas", 1))) for i, rj in enumerate(spec["replicatedJobs"])]
-        total = sum(r.replicas for r in rjobs)
-        for r in rjobs:
-            r.active = r.replicas
-        self._publish(rjobs)
-
-        tasks: dict[asyncio.Task, tuple[_RJob, int]] = {}
-        global_index = 0
-        starters = []
-        for r in rjobs:
-            for j in range(r.replicas):
-                starters.append((r, j, global_index))
-                global_index += 1
-
-        for r, j, g in starters:
-            t = asyncio.ensure_future(self._run_job(r, j, g, restart, total, rjobs))
-            tasks[t] = (r, j)
+        rjobs = [(rj, int(rj.get("replicas", 1))) for rj in self.obj["spec"]["replicatedJobs"]]
+        total = sum(n for _, n in rjobs)
+        counts = {rj["name"]: {"ready": 0, "succeeded": 0, "failed": 0, "active": n} for rj, n in rjobs}
+        jobs = [(rj, n, j) for rj, n in rjobs for j in range(n)]
+        tasks = {asyncio.ensure_future(self._run_job(rj, n, j, g, restart, total, counts)): (rj["name"], j)
+                 for g, (rj, n, j) in enumerate(jobs)}
+        self._publish(counts)
         try:
             pending = set(tasks)
-            while True:
-                if all(r.succeeded >= r.replicas for r in rjobs):
-                    return None
-                if not pending:
-                    self.settled = True  # all Jobs finished but the policy is not met
-                    self.bump()
-                    self._emit("all Jobs finished but the successPolicy is not satisfied; "
-                               "the JobSet stays active")
-                    await asyncio.Event().wait()  # like a real JobSet: never terminal
+            while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for t in done:
-                    r, j = tasks[t]
-                    r.active -= 1
-                    exc = t.exception()
-                    self.objects.job_finished(f"{self.name}-{r.name}-{j}", exc)
-                    if exc is None:
-                        r.succeeded += 1
-                        self._publish(rjobs)
-                        continue
-                    if not isinstance(exc, _JobFailed):
+                    rname, j = tasks[t]
+                    job, exc = f"{self.name}-{rname}-{j}", t.exception()
+                    counts[rname]["active"] -= 1
+                    counts[rname]["failed" if exc else "succeeded"] += 1
+                    self.objects.job_finished(job, exc)
+                    self._publish(counts)
+                    if exc is not None and not isinstance(exc, _JobFailed):
                         raise exc
-                    r.failed += 1
-                    self._publish(rjobs)
-                    return jobset_policy.Failure(r.name, f"{self.name}-{r.name}-{j}", exc.reason, exc.message, exc.pod)
+                    if exc is not None:
+                        return job_policy.Failure(rname, job, exc.reason, exc.message, exc.pod)
+            return None
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run_job(self, r: _RJob, j: int, g: int, restart: int, total: int, rjobs: list[_RJob]) -> None:
-        job_spec = (r.spec.get("template") or {}).get("spec") or {}
-        completions = int(job_spec.get("completions") or 1)
-        parallelism = int(job_spec.get("parallelism") or completions)
-        bl = job_spec.get("backoffLimit")
-        backoff_limit = 6 if bl is None else int(bl)
+    async def _run_job(self, rj: dict, replicas: int, j: int, g: int, restart: int, total: int,
+                       counts: dict) -> None:
+        """One Job: its one pod (backoffLimit 0: a counted failure fails the Job), within its deadline."""
+        job_spec = rj["template"]["spec"]
+        job_name = f"{self.name}-{rj['name']}-{j}"
+        self.objects.job_started(job_name, self.obj["metadata"]["namespace"],
+                                 job_keys(self.obj, rj["name"], replicas, j, g, restart, total))
+
+        async def one_pod() -> None:
+            pod = await self._run_pod(rj, replicas, j, g, restart, total, job_name, counts)
+            if pod.phase == "Succeeded":
+                return
+            act, why = job_policy.action(job_spec.get("podFailurePolicy"), pod)
+            if why:
+                self._emit(f"Job {job_name}: {why}")
+            if act == "FailJob":
+                raise _JobFailed("PodFailurePolicy", why, pod)
+            raise _JobFailed("BackoffLimitExceeded", "Job has reached the specified backoff limit", pod)
+
         deadline = job_spec.get("activeDeadlineSeconds")
-        policy = job_spec.get("podFailurePolicy")
-        job_name = f"{self.name}-{r.name}-{j}"
-        self.objects.job_started(job_name, self.obj["metadata"]["namespace"], jobset_pod.job_keys(
-            self.obj, self.controller.namespace, r.name, r.replicas, j, g, restart, total))
-        sem = asyncio.Semaphore(max(parallelism, 1))
-        failures = 0
-        started = 0
+        try:
+            await asyncio.wait_for(one_pod(), timeout=float(deadline) if deadline is not None else None)
+        except asyncio.TimeoutError:
+            raise _JobFailed("DeadlineExceeded", "Job was active longer than specified deadline") from None
 
-        async def run_index(idx: int) -> None:
-            nonlocal failures
-            while True:
-                async with sem:
-                    pod = await self._run_pod(r, j, g, idx, restart, total, job_name, on_start)
-                if pod.phase == "Succeeded":
-                    return
-                act, why = job_policy.action(policy, pod)
-                if why:
-                    self._emit(f"Job {job_name}: {why}")
-                if act in ("FailJob", "FailIndex"):
-                    raise _JobFailed("PodFailurePolicy", why, pod)
-                if act == "Ignore":
-                    continue
-                failures += 1
-                if failures > backoff_limit:
-                    raise _JobFailed("BackoffLimitExceeded", "Job has reached the specified backoff limit", pod)
-                await asyncio.sleep(JOB_BACKOFF_SECONDS * 2 ** (failures - 1) * self.controller.backoff_scale)
-
-        def on_start() -> None:
-            nonlocal started
-            started += 1
-            if started == min(completions, max(parallelism, 1)):
-                r.ready += 1
-                self._publish(rjobs)
-
-        async def all_indexes() -> None:
-            idx_tasks = [asyncio.ensure_future(run_index(i)) for i in range(completions)]
-            try:
-                done, pending = await asyncio.wait(idx_tasks, return_when=asyncio.FIRST_EXCEPTION)
-                for t in done:
-                    if t.exception() is not None:
-                        raise t.exception()
-            finally:
-                for t in idx_tasks:
-                    t.cancel()
-                await asyncio.gather(*idx_tasks, return_exceptions=True)
-
-        if deadline is not None:
-            try:
-                await asyncio.wait_for(all_indexes(), timeout=float(deadline))
-            except asyncio.TimeoutError:
-                raise _JobFailed("DeadlineExceeded", "Job was active longer than specified deadline") from None
-        else:
-            await all_indexes()
-
-    async def _run_pod(self, r: _RJob, j: int, g: int, idx: int, restart: int, total: int,
-                       job_name: str, on_start) -> job_policy.PodOutcome:
-        pod_tmpl = ((r.spec.get("template") or {}).get("spec") or {}).get("template") or {}
-        pmeta = pod_tmpl.get("metadata") or {}
-        pod = jobset_pod.build(self.obj, self.controller.namespace, r.name, r.replicas, j, g, idx, restart, total)
-        pod.gang_admitted = True  # _attempt holds the gang's slots
-        self.pod_names.append(pod.name)
+    async def _run_pod(self, rj: dict, replicas: int, j: int, g: int, restart: int, total: int,
+                       job_name: str, counts: dict) -> job_policy.PodOutcome:
+        pod = build_pod(self.obj, rj["name"], replicas, j, g, restart, total)
         self.objects.pod_started(pod)
         self._emit(f"pod {pod.name} started (job {job_name}, restart-attempt {restart})")
-        on_start()
-        container = (pod.containers[0].get("name") or "") if pod.containers else ""
+        counts[rj["name"]]["ready"] += 1
+        self._publish(counts)
+        container = pod.container.get("name") or ""
         try:
-            fault = job_policy.faults(pmeta.get("annotations") or {}).get((r.name, j, restart))
+            fault = job_policy.faults(pod.annotations).get((rj["name"], j, restart))
         except ValueError as e:
             self.controller.on_event(ev.Event(ev.WARNING, node=self.name, message=f"{e}: no fault played"))
             fault = None
@@ -343,3 +389,105 @@ class JobSet:
         res = await run
         return job_policy.PodOutcome(pod.name, pod.namespace, container, res.phase, res.exit_code,
                                      res.reason, res.message)
+
+
+class JobSetController:
+    """All JobSets created during one run (the 'API server' for them): create (with the
+    defaults the JobSet webhook fills in), get; each JobSet then runs itself."""
+
+    def __init__(self, pods: PodRunner, namespace: str, on_event: ev.EventCallback):
+        self.pods = pods
+        self.namespace = namespace
+        self.on_event = on_event
+        self.jobsets: dict[tuple[str, str], JobSet] = {}
+        self.deleted: list[JobSet] = []  # still in the run's record
+
+    def create(self, obj: dict, owner: dict | None = None) -> JobSet:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + random_suffix()
+        ns = meta["namespace"] = meta.get("namespace") or self.namespace
+        if (ns, meta["name"]) in self.jobsets:
+            raise JobSetError(f'Error from server (AlreadyExists): jobsets.{GROUP} "{meta["name"]}" already exists')
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=kube_objects.now())
+        meta.setdefault("labels", {})
+        meta.setdefault("annotations", {})
+        if owner:
+            meta["ownerReferences"] = [owner]
+        spec = obj["spec"]
+        for rj in spec["replicatedJobs"]:
+            rj.setdefault("replicas", 1)
+        spec.setdefault("successPolicy", {}).setdefault("operator", "All")
+        net = spec.setdefault("network", {})
+        net.setdefault("enableDNSHostnames", True)
+        net.setdefault("subdomain", meta["name"])
+        problem = gang_problem(obj, self.pods.slots.capacity)
+        if problem:  # before any pod: a gang is never forked past the machine's slots
+            raise JobSetError(f'JobSet "{meta["name"]}": {problem}')
+        obj["status"] = {}
+        js = self.jobsets[(ns, meta["name"])] = JobSet(obj, self)
+        js.task = asyncio.ensure_future(js.run())
+        self.on_event(ev.Event(ev.JOBSET, node=meta["name"], message="created"))
+        return js
+
+    def get(self, name: str, namespace: str | None = None) -> JobSet | None:
+        return self.jobsets.get((namespace or self.namespace, name))
+
+    def delete(self, name: str, namespace: str) -> bool:
+        """Forget a finished JobSet (its pods have ended), as the gang failure report asks;
+        False for one still running: mfargo never deletes those."""
+        js = self.jobsets.get((namespace, name))
+        if js is None or not js.status.get("terminalState"):
+            return False
+        self.deleted.append(self.jobsets.pop((namespace, name)))
+        return True
+
+    async def shutdown(self) -> None:
+        """The run is over: JobSets owned by it die with it."""
+        tasks = [js.task for js in self.jobsets.values() if js.task and not js.task.done()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# ------------------------------------------------------------------ the resource step
+
+def terminal_state(condition: str | None) -> str | None:
+    """The state a condition waits for: mfargo writes ``status.terminalState == <state>``
+    (templates/jobset.py; the preflight refuses any other condition)."""
+    return condition.split("==")[1].strip() if condition else None
+
+
+async def run_resource(resource: dict, controller: JobSetController, *, owner: dict | None,
+                       do_validate: bool = True) -> None:
+    """Create the JobSet and wait for a condition; raises JobSetError if the step fails."""
+    try:
+        docs = [d for d in bounded_yaml.load_all(str(resource.get("manifest") or "")) if d is not None]
+    except bounded_yaml.YamlError as e:
+        raise JobSetError(f"error: error parsing manifest: {e}") from None
+    if len(docs) != 1:
+        raise JobSetError(f"the manifest must hold exactly one object, found {len(docs)}")
+    obj = docs[0]
+    # a JobSet as mfargo writes it, always; the schema (mfargo.validation) unless --no-validate
+    problems = validate(obj) if do_validate else essential_problems(obj)
+    if problems:
+        raise JobSetError("The JobSet is invalid: " + "; ".join(problems))
+    owner_ref = owner if resource.get("setOwnerReference") else None
+    js = controller.create(obj, owner_ref)
+
+    success = terminal_state(resource.get("successCondition"))
+    failure = terminal_state(resource.get("failureCondition"))
+    while True:
+        version = js.version
+        state = js.obj.get("status", {}).get("terminalState")
+        if failure is not None and state == failure:
+            raise JobSetError(f"{js.name} failed: failure condition '{resource['failureCondition']}' matched "
+                              f"(terminalState={state})")
+        if success is None or state == success:
+            break
+        if js.settled:
+            raise JobSetError(
+                f"JobSet {js.name} will not change any more (terminalState={state}) and successCondition "
+                f"'{resource.get('successCondition')}' does not match: a real Argo step would wait forever")
+        await js.wait_change(version)

@@ -22,8 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from mfargo import k8s_syntax
 
-from .jobset import GROUP
-from .jobset_controller import JobSetController
+from .jobset import GROUP, JobSetController
 
 _JOBSET = re.compile(rf"^/apis/{re.escape(GROUP)}/v1alpha2/namespaces/([^/]+)/jobsets/([^/]+)$")
 _LIST = re.compile(r"^/(?:apis/batch/v1|api/v1)/namespaces/([^/]+)/(jobs|pods)$")

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from .model import ERROR, FAILED, SUCCEEDED, WorkflowError, param_str, parse_int
 from .nodes import Node, error_text
 from .outputs import container_outputs
+from .jobset import JobSetError, run_resource
 from .pod import PodSpec
-from .resource import ResourceError, run_resource
 from .substitute import Scope
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ async def run_pod(ex: "Executor", node: Node, tmpl: dict, scope: Scope, depth: i
     main = dict(t["container"], name="main")
     labels, annotations = pod_metadata(ex, node, t)
     pod = PodSpec(
-        name=node.pod_name, namespace=ex.namespace, uid=str(uuid.uuid4()), containers=[main],
+        name=node.pod_name, namespace=ex.namespace, uid=str(uuid.uuid4()), container=main,
         hostname=node.pod_name[:63], labels=labels, annotations=annotations,
         service_account=t.get("serviceAccountName") or ex.spec.get("serviceAccountName") or "default",
         volumes=list(t.get("volumes") or []), active_deadline=deadline(t),
@@ -83,8 +83,7 @@ async def run_resource_template(ex: "Executor", node: Node, tmpl: dict, scope: S
     limit = deadline(t)
     async with ex.pod_slot():
         ex.start(node)
-        coro = run_resource(t["resource"], ex.jobsets, owner=owner,
-                            on_event=ex.on_event, node=node.display_name, do_validate=ex.validate)
+        coro = run_resource(t["resource"], ex.jobsets, owner=owner, do_validate=ex.validate)
         try:
             await (asyncio.wait_for(coro, timeout=limit) if limit is not None else coro)
         except asyncio.TimeoutError:
@@ -94,6 +93,6 @@ async def run_resource_template(ex: "Executor", node: Node, tmpl: dict, scope: S
                 message += " (%d pod(s) never scheduled: %s)" % (len(pending), "; ".join(
                     "%s: %s" % kv for kv in sorted(pending.items())))
             return ex.finish(node, FAILED, message)
-        except ResourceError as e:
+        except JobSetError as e:
             return ex.finish(node, FAILED, str(e))
         return ex.finish(node, SUCCEEDED)

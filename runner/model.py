@@ -23,7 +23,7 @@ def rfc3339(t: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) if t else ""
 
 
-ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate")
+ARGO_KINDS = ("Workflow", "WorkflowTemplate")  # what mfargo writes (a bundle also holds other kinds)
 
 # Node phases (Argo's NodePhase values).
 PENDING, RUNNING, SUCCEEDED, FAILED, ERROR, SKIPPED, OMITTED = (
@@ -52,8 +52,6 @@ def load_document(source: Any, deadline: float | None = None) -> dict:
     for d in docs:
         if isinstance(d, dict) and d.get("kind") in ARGO_KINDS:
             return d
-    if len(docs) == 1 and isinstance(docs[0], dict) and "spec" in docs[0]:
-        return docs[0]
     raise WorkflowError("no Workflow or WorkflowTemplate document found")
 
 

@@ -9,7 +9,7 @@ the image's code directory), so nothing is rewritten: command, args, env values 
 parameter values reach the process byte for byte.  Mount points missing on this
 machine are created as empty directories and removed when no run uses them any more.
 
-Elsewhere the runner falls back to rewriting path prefixes (:func:`pod_setup.make_rewriter`).
+Elsewhere the runner falls back to rewriting path prefixes (:func:`pod.make_rewriter`).
 """
 from __future__ import annotations
 

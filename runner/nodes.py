@@ -14,14 +14,14 @@ from typing import Any
 from . import events as ev
 from .expr import ExprError
 from .model import (DONE_PHASES, FAILED, OMITTED, PENDING, RUNNING, SKIPPED, SUCCEEDED,
-                    WorkflowError, node_id, rfc3339)
+                    WorkflowError, node_id)
 from .pod import PodError
-from .resource import ResourceError
+from .jobset import JobSetError
 from .substitute import SubstitutionError
 
 # What a malformed or unsupported spec raises while a node is prepared: the node errors.
 NODE_ERRORS = (WorkflowError, SubstitutionError, ExprError, PodError,
-               ResourceError, ValueError, KeyError, TypeError, OSError)
+               JobSetError, ValueError, KeyError, TypeError, OSError)
 
 
 def error_text(e: BaseException) -> str:
@@ -60,8 +60,7 @@ class Node:
 
 def view(node: Node) -> dict[str, Any]:
     """What ``tasks.<name>`` / ``steps.<name>`` expose to later nodes."""
-    v: dict[str, Any] = {"id": node.id, "status": node.phase,
-                         "startedAt": rfc3339(node.started_at), "finishedAt": rfc3339(node.finished_at)}
+    v: dict[str, Any] = {"status": node.phase}  # what mfargo's tags and expressions read
     # A node that never ran has no outputs (Argo docs, variables.md "Outputs of Skipped and
     # Omitted Nodes"): mfargo's guard reads them only of a task that Succeeded.
     if node.phase not in (SKIPPED, OMITTED) and (node.outputs or node.type in ("Pod", "TaskGroup")):

@@ -1,33 +1,29 @@
-"""Run one Kubernetes pod as local processes.
+"""Run one Kubernetes pod (mfargo writes one container per pod) as local processes.
 
-Each container's ``command + args`` runs as its own process group (so a deadline,
-a finished JobSet or Ctrl-C can kill everything it started) with bash/python taken
-from the runner's PATH.  What a real kubelet + image would provide is emulated in
-one documented way each:
+The container's ``command + args`` runs as its own process group in its own cgroup
+(:mod:`runner.podgroup`: a deadline, a finished JobSet or Ctrl-C kills everything it
+started) with bash/python taken from the pods' PATH.  What a kubelet + image would
+provide is emulated in one way each, for the fields mfargo writes (the preflight and the
+JobSet checks refuse the rest):
 
-* **Working directory**: ``<work_dir>/pods/<pod name>/`` (fresh per pod; mfargo writes
-  no ``workingDir``).
-  Output goes to ``<pod dir>/log`` and, line by line, to the ``on_event`` callback.
-* **Path mapping**: every ``volumeMounts[].mountPath`` maps to a host directory
-  (``emptyDir`` -> ``<pod dir>/mounts/<mountPath with / -> _>``, fresh per pod;
-  ``persistentVolumeClaim`` -> ``<work_dir>/volumes/pvc/<claim>``, shared by the run);
-  ``/tmp`` maps to ``<pod dir>/tmp`` (a container's /tmp is private in Kubernetes;
-  ``private_tmp=False`` shares the machine's /tmp instead);
-  the image's code directory (annotation ``mfargo/code-dir``) maps to ``--code-dir``.
-  The runner rewrites each such path *prefix* wherever it appears in command/args,
-  env values and output ``valueFrom.path``.  Paths elsewhere in the
-  image filesystem are not visible.
-* **Environment**: the runner's base env, overlaid with ``envFrom`` then ``env``
-  (``value`` with Kubernetes ``$(VAR)`` expansion, ``fieldRef`` from the pod's
-  metadata, ``resourceFieldRef``; ``secretKeyRef``/``configMapKeyRef`` only if the
-  runner was given that secret/config map, else an error naming it).  ``TMPDIR``,
-  ``HOSTNAME`` and ``PYTHONPATH`` (= runner/site, code dir, then the rest; with mount
-  namespaces a path inside the code dir is given as its container path) are set.
+* **Working directory**: ``<work_dir>/pods/<pod name>/`` (fresh per pod); output goes to
+  ``<pod dir>/log`` and, line by line, to the ``on_event`` callback.
+* **Paths**: every ``volumeMounts[].mountPath`` maps to a host directory (``emptyDir`` ->
+  ``<pod dir>/mounts/<mountPath with / -> _>``; ``persistentVolumeClaim`` ->
+  ``<work_dir>/volumes/pvc/<claim>``, shared by the run); ``/tmp`` to ``<pod dir>/tmp``
+  (private, as a container's; ``private_tmp=False`` shares the machine's); the image's
+  code directory (annotation ``mfargo/code-dir``) to ``--code-dir``.  With mount
+  namespaces (:mod:`runner.mountns`) they are bind mounts; elsewhere each path *prefix* is
+  rewritten in command/args and env values.
+* **Environment**: the runner's base env, overlaid with ``envFrom`` secrets then ``env``
+  (``value`` with Kubernetes ``$(VAR)`` expansion, ``fieldRef`` from the pod's metadata,
+  ``secretKeyRef`` only if the runner was given that secret, else an error naming it).
+  ``TMPDIR``, ``HOSTNAME`` and ``PYTHONPATH`` (runner/site, code dir, then the rest) are set.
 * **DNS**: ``runner/site/sitecustomize.py`` (first on PYTHONPATH) resolves
-  ``*.svc.cluster.local`` and the names listed in the run's hosts file
-  (``MFARGO_RUNNER_HOSTS_FILE``) to 127.0.0.1 inside every Python process.
-* An absolute command missing on this machine (``/usr/local/bin/python``) is looked
-  up by its base name on PATH.  A command that cannot be started fails the pod.
+  ``*.svc.cluster.local`` and the run's pod host names (``MFARGO_RUNNER_HOSTS_FILE``) to
+  127.0.0.1 inside every Python process.
+* An absolute command missing here (``/usr/local/bin/python``) is looked up by its base
+  name on PATH.  A command that cannot be started fails the pod.
 """
 from __future__ import annotations
 
@@ -35,24 +31,31 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from . import events as ev
 from . import contain, limits, mountns, podgroup
-from .pod_setup import (LOCAL_IP, SITE_DIR, PodError, PodSetup, k8s_expand, map_path, parse_quantity, resolve_exe,
-                        termination_message)
 from .reaper import Reaper
 from .slots import PodSlots, default_max_workers
 
-__all__ = ["PodError", "PodResult", "PodRunner", "PodSpec", "SITE_DIR", "k8s_expand"]
-
+SITE_DIR = Path(__file__).resolve().parent / "site"
+LOCAL_IP = "127.0.0.1"
 DEFAULT_DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 RESULT_LIMIT = limits.MAX_VALUE_BYTES  # the stdout kept as outputs.result (its tail)
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"  # Kubernetes' default
+TERMINATION_MESSAGE_LIMIT = 4096  # bytes the kubelet keeps
+
+
+class PodError(Exception):
+    """The pod spec cannot be turned into local processes (bad volume, secret...)."""
 
 
 @dataclass
@@ -60,7 +63,7 @@ class PodSpec:
     name: str
     namespace: str
     uid: str
-    containers: list[dict]
+    container: dict  # the pod's one container
     hostname: str = ""
     subdomain: str = ""
     labels: dict[str, str] = field(default_factory=dict)
@@ -87,11 +90,112 @@ class PodResult:
     pod_dir: Path
     started_at: float
     finished_at: float
-    mounts: list[tuple[str, Path]] = field(default_factory=list)  # of the main container
+    mounts: list[tuple[str, Path]] = field(default_factory=list)
 
     def host_path(self, container_path: str) -> Path | None:
         """Where a path of the main container lives on this machine (None = unmapped)."""
         return map_path(container_path, self.mounts)
+
+
+def mangle(mount_path: str) -> str:
+    return mount_path.rstrip("/").replace("/", "_") or "_"
+
+
+def termination_message(path: Path | None) -> str:
+    """The container's termination message ('' without one), as the kubelet reads it."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            return f.read(TERMINATION_MESSAGE_LIMIT).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def map_path(path: str, mounts: list[tuple[str, Path]]) -> Path | None:
+    for cpath, hpath in mounts:
+        cp = cpath.rstrip("/")
+        if path == cp or path.startswith(cp + "/"):
+            rest = path[len(cp):].lstrip("/")
+            return hpath / rest if rest else hpath
+    return None
+
+
+def container_path(path: str, mounts: list[tuple[str, Path]]) -> str:
+    """``path`` as the container sees it: a host path inside a mount's host directory
+    becomes that mount's path (the innermost mount wins); anything else is unchanged."""
+    if not os.path.isabs(path):
+        return path
+    real = os.path.realpath(path)
+    best = None
+    for cpath, hpath in mounts:
+        host = os.path.realpath(hpath)
+        if real == host or real.startswith(host.rstrip("/") + "/"):
+            if best is None or len(host) > len(best[1]):
+                best = (cpath, host)
+    if best is None:
+        return path
+    rest = real[len(best[1]):].lstrip("/")
+    return best[0].rstrip("/") + ("/" + rest if rest else "") or "/"
+
+
+def make_rewriter(mounts: list[tuple[str, Path]]) -> Callable[[str], str]:
+    """Rewrite container path prefixes (as whole path components) into host paths."""
+    pairs = sorted(((c.rstrip("/"), str(h)) for c, h in mounts if c.rstrip("/")),
+                   key=lambda p: -len(p[0]))
+    if not pairs:
+        return lambda s: s
+    table = dict(pairs)
+    pattern = re.compile(r"(?<![\w.\-/])(" + "|".join(re.escape(c) for c, _ in pairs) + r")(?![\w.\-])")
+
+    def rewrite(s: str) -> str:
+        if not isinstance(s, str) or "/" not in s:
+            return s
+        return pattern.sub(lambda m: table[m.group(1)], s)
+
+    return rewrite
+
+
+_K8S_VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
+
+
+def k8s_expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: known names only; ``$$`` escapes a ``$``."""
+    if "$" not in text:
+        return text
+
+    def repl(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env[name] if name in env else m.group(0)
+
+    return _K8S_VAR_RE.sub(repl, text)
+
+
+_QTY_RE = re.compile(r"^([+-]?\d+(?:\.\d+)?)([a-zA-Z]*)$")
+_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def parse_quantity(q: Any) -> float:
+    m = _QTY_RE.match(str(q).strip())
+    if not m or m.group(2) not in _SUFFIX:
+        raise PodError(f"invalid quantity {q!r}")
+    return float(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+def resolve_exe(argv0: str, env: dict[str, str]) -> str | None:
+    """A container's command as this machine runs it: an absolute path missing here (an
+    image's /usr/local/bin/python) is looked up by its base name on the pod's PATH."""
+    path = env.get("PATH", os.defpath)
+    if "/" in argv0:
+        if os.path.isfile(argv0) and os.access(argv0, os.X_OK):
+            return argv0
+        if os.path.isabs(argv0):
+            return shutil.which(os.path.basename(argv0), path=path)
+        return argv0
+    return shutil.which(argv0, path=path)
 
 
 # ------------------------------------------------------------------ process helpers
@@ -170,16 +274,16 @@ async def _main_exit(proc) -> int:
         waiter.cancel()
 
 
-class PodRunner(PodSetup):
+class PodRunner:
     """Runs pods for one workflow run; knows the run's shared settings."""
 
     def __init__(self, work_dir: Path, base_env: dict[str, str], *, code_dir: Path | None = None,
                  image_code_dir: str | None = None, on_event: ev.EventCallback = ev.null_callback,
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
-                 config_maps: dict[str, dict[str, str]] | None = None, stream_logs: bool = True,
-                 private_tmp: bool = True, force_env: dict[str, str | None] | None = None,
-                 node_capacity: dict[str, str] | None = None, mount_namespaces: bool | None = None,
-                 interpreter_paths: list[str] | None = None, max_workers: int | None = None):
+                 stream_logs: bool = True, private_tmp: bool = True,
+                 force_env: dict[str, str | None] | None = None, node_capacity: dict[str, str] | None = None,
+                 mount_namespaces: bool | None = None, interpreter_paths: list[str] | None = None,
+                 max_workers: int | None = None):
         self.work_dir = Path(work_dir)
         # At most this many pods run at once (runner.slots); JobSets take their gang's slots.
         self.slots = PodSlots(max_workers or default_max_workers())
@@ -189,7 +293,6 @@ class PodRunner(PodSetup):
         self.on_event = on_event
         self.kill_grace = kill_grace
         self.secrets = secrets or {}
-        self.config_maps = config_maps or {}
         self.stream_logs = stream_logs
         self.private_tmp = private_tmp
         # Volumes as real mounts in a private mount namespace per container (runner.mountns)
@@ -204,7 +307,6 @@ class PodRunner(PodSetup):
         # stays Pending ("Unschedulable") until a Job/Argo deadline or the run ends.
         self.node_capacity = {k: parse_quantity(str(v)) for k, v in (node_capacity or {}).items()}
         self.pending: dict[str, str] = {}  # pod name -> why it cannot be scheduled
-        self._warned_tmp: set[str] = set()
         self.hosts_file = self.work_dir / "hosts"
         self.hosts_file.touch()
         self._hosts: set[str] = set()
@@ -239,7 +341,7 @@ class PodRunner(PodSetup):
 
     # -- main entry ------------------------------------------------------------
     async def run(self, pod: PodSpec) -> PodResult:
-        problem = contain.pod_problem(pod.name, pod.volumes or [], pod.containers)
+        problem = contain.pod_problem(pod.name, pod.volumes or [], [pod.container])
         if problem:  # before anything is created: a name from the YAML would leave the work directory
             raise PodError(problem)
         pod_dir = self.work_dir / "pods" / pod.name
@@ -262,17 +364,18 @@ class PodRunner(PodSetup):
         log = PodLog(pod_dir / "log", self)
         try:
             try:
-                volume_dirs = self._volume_dirs(pod, pod_dir)
-                mounts = {id(c): self._mounts(c, volume_dirs, pod_dir) for c in pod.containers}
-                result.mounts = mounts[id(pod.containers[0])] if pod.containers else []
-                prepared = {id(c): self._prepare(pod, c, mounts[id(c)], pod_dir)
-                            for c in pod.containers}
+                result.mounts = self._mounts(pod, pod_dir)
+                prepared = self._prepare(pod, result.mounts, pod_dir)
             except PodError as e:
                 result.reason, result.message = "Error", str(e)
-                result.exit_code = None
                 log.write(f"runner: {e}\n".encode())
                 return result
-            self._write_pod_json(pod, pod_dir, prepared)
+            with contextlib.suppress(OSError, TypeError):
+                (pod_dir / "pod.json").write_text(json.dumps({
+                    "name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "hostname": pod.hostname,
+                    "subdomain": pod.subdomain, "labels": pod.labels, "annotations": pod.annotations,
+                    "containers": [{"name": prepared["name"], "argv": prepared["argv"], "cwd": str(pod_dir)}],
+                }, indent=2, default=str))
             unfit = self.unschedulable(pod)
             if unfit:
                 # Kubernetes: the pod never starts, and its own activeDeadlineSeconds (counted
@@ -287,18 +390,17 @@ class PodRunner(PodSetup):
                     await asyncio.Event().wait()  # until cancelled
                 finally:
                     self.pending.pop(pod.name, None)
-            multi = len(pod.containers) > 1
             # Waiting for a slot, the pod is Pending: its deadline starts when it runs.
             async with contextlib.nullcontext() if pod.gang_admitted or pod.daemon else self.slots.admit(1):
                 result.started_at = time.time()
-                body = self._body(pod, prepared, log, multi)
+                body = self._run_container(pod, prepared, log)
                 try:
                     if pod.active_deadline is not None and pod.active_deadline >= 0:
                         code, reason, message, stdout = await asyncio.wait_for(body, timeout=pod.active_deadline)
                     else:
                         code, reason, message, stdout = await body
                 except asyncio.TimeoutError:
-                    result.reason, result.message, result.exit_code = "DeadlineExceeded", pod.deadline_message, None
+                    result.reason, result.message = "DeadlineExceeded", pod.deadline_message
                     log.write(f"runner: {pod.deadline_message}\n".encode())
                     return result
             result.exit_code, result.reason, result.message, result.stdout = code, reason, message, stdout
@@ -315,36 +417,125 @@ class PodRunner(PodSetup):
         """'Insufficient <resource>, ...' if the pod's requests exceed the node capacity."""
         if not self.node_capacity:
             return ""
-        need: dict[str, float] = {}
-        for c in pod.containers:
-            res = c.get("resources") or {}
-            for name in set(res.get("requests") or {}) | set(res.get("limits") or {}):
-                value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
-                need[name] = need.get(name, 0.0) + parse_quantity(str(value))
-        short = sorted(n for n, q in need.items() if n in self.node_capacity and q > self.node_capacity[n])
+        res = pod.container.get("resources") or {}
+        need = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        short = sorted(n for n, q in need.items()
+                       if n in self.node_capacity and parse_quantity(str(q)) > self.node_capacity[n])
         return ", ".join(f"Insufficient {n}" for n in short)
 
-    # -- pieces ----------------------------------------------------------------
-    def _write_pod_json(self, pod: PodSpec, pod_dir: Path, prepared: dict) -> None:
-        info = {
-            "name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "hostname": pod.hostname,
-            "subdomain": pod.subdomain, "labels": pod.labels, "annotations": pod.annotations,
-            "containers": [{"name": p["name"], "argv": p["argv"], "cwd": str(p["cwd"])}
-                           for p in prepared.values()],
-        }
-        with contextlib.suppress(OSError, TypeError):
-            (pod_dir / "pod.json").write_text(json.dumps(info, indent=2, default=str))
+    # -- the container's volumes, env and argv -------------------------------------
+    def _mounts(self, pod: PodSpec, pod_dir: Path) -> list[tuple[str, Path]]:
+        """(container path, host directory) of each volumeMount, /tmp and the code directory."""
+        vols = {v.get("name"): v for v in pod.volumes or []}
+        mounts: list[tuple[str, Path]] = []
+        for m in pod.container.get("volumeMounts") or []:
+            name, path = m.get("name"), m.get("mountPath")
+            v = vols.get(name)
+            if v is None:
+                raise PodError(f"volumeMount {name!r} has no matching volume")
+            if "emptyDir" in v:
+                d = pod_dir / "mounts" / mangle(path or name)
+            elif v.get("persistentVolumeClaim"):
+                try:
+                    d = contain.join_inside(self.work_dir / "volumes" / "pvc",
+                                            v["persistentVolumeClaim"].get("claimName") or name, "claimName")
+                except ValueError as e:
+                    raise PodError(str(e)) from None
+            else:
+                raise PodError(f"volume {name!r} of type {next((k for k in v if k != 'name'), '?')!r} is not "
+                               "supported by the local runner (emptyDir and persistentVolumeClaim are)")
+            d.mkdir(parents=True, exist_ok=True)
+            if path and path != "/":
+                mounts.append((path.rstrip("/"), d))
+        taken = {p for p, _ in mounts}
+        if self.private_tmp and "/tmp" not in taken:
+            mounts.append(("/tmp", pod_dir / "tmp"))
+        if self.image_code_dir and self.code_dir and self.image_code_dir not in taken:
+            mounts.append((self.image_code_dir, self.code_dir))
+        return mounts
 
-    async def _body(self, pod: PodSpec, prepared: dict, log, multi: bool):
-        mains = [self._run_container(pod, prepared[id(c)], log, multi, i == 0) for i, c in enumerate(pod.containers)]
-        results = await asyncio.gather(*mains)
-        stdout = results[0][3] if results else ""
-        for code, reason, message, _ in results:
-            if reason != "Completed":
-                return code, reason, message, stdout
-        return (results[0][0] if results else 0), "Completed", "", stdout
+    def _field_ref(self, pod: PodSpec, path: str) -> str:
+        """The fieldPaths mfargo writes: the pod's identity and its labels/annotations by key."""
+        simple = {"metadata.name": pod.name, "metadata.namespace": pod.namespace, "metadata.uid": pod.uid,
+                  "spec.serviceAccountName": pod.service_account or "default", "status.hostIP": LOCAL_IP}
+        path = path.strip()
+        if path in simple:
+            return simple[path]
+        m = re.fullmatch(r"metadata\.(labels|annotations)\[['\"](.+)['\"]\]", path)
+        if m:
+            return str((pod.labels if m.group(1) == "labels" else pod.annotations).get(m.group(2), ""))
+        raise PodError(f"fieldRef fieldPath {path!r} is not supported by the local runner")
 
-    async def _pump(self, stream, log, prefix: bytes, pod: PodSpec, sink: list | None) -> None:
+    def _secret(self, ref: dict, key: str | None = None) -> dict[str, str]:
+        """A secret passed to the runner (``secrets=``): the local runner has no Kubernetes secrets."""
+        name = ref.get("name")
+        if name not in self.secrets or (key is not None and key not in self.secrets[name]):
+            which = f"secret {name!r}" + (f" (key {key!r})" if key is not None else "")
+            raise PodError(f"{which} is not available: the local runner has no Kubernetes secrets; "
+                           "pass it to the runner (secrets=)")
+        return self.secrets[name]
+
+    def _prepare(self, pod: PodSpec, mounts: list[tuple[str, Path]], pod_dir: Path) -> dict:
+        c = pod.container
+        # With mount namespaces the container sees its paths as they are: nothing to rewrite.
+        rewrite = (lambda text: text) if self.mount_namespaces else make_rewriter(mounts)
+        cenv: dict[str, str] = {}
+        for src in c.get("envFrom") or []:  # mfargo writes secretRef only
+            if "secretRef" not in src:
+                raise PodError(f"envFrom {sorted(src)} is not supported by the local runner (secretRef is)")
+            cenv.update({(src.get("prefix") or "") + k: v for k, v in self._secret(src["secretRef"]).items()})
+        for item in c.get("env") or []:
+            name, vf = item.get("name"), item.get("valueFrom")
+            if vf is None:
+                value = item.get("value")
+                cenv[name] = k8s_expand(rewrite("" if value is None else str(value)), cenv)
+            elif vf.get("fieldRef"):
+                cenv[name] = self._field_ref(pod, vf["fieldRef"].get("fieldPath", ""))
+            elif vf.get("secretKeyRef"):
+                ref = vf["secretKeyRef"]
+                cenv[name] = self._secret(ref, ref.get("key"))[ref.get("key")]
+            else:
+                raise PodError(f"env {name!r}: valueFrom {sorted(vf)} is not supported by the local runner "
+                               "(fieldRef and secretKeyRef are)")
+        env = {**self.base_env, **pod.extra_env, **cenv}
+        for k, v in self.force_env.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        env["HOSTNAME"] = env["MFARGO_POD_HOSTNAME"] = pod.hostname or pod.name
+        env.setdefault("TMPDIR", str(pod_dir / "tmp"))
+        env["PYTHONPATH"] = self._pythonpath(env.get("PYTHONPATH", ""), mounts)
+        env["MFARGO_RUNNER_HOSTS_FILE"] = str(self.hosts_file)
+        if not c.get("command"):
+            raise PodError(f"container {c.get('name') or 'main'!r} has no command: the image entrypoint is "
+                           "unknown locally")
+        argv = [k8s_expand(rewrite(str(x)), cenv) for x in list(c["command"]) + list(c.get("args") or [])]
+        # The kubelet keeps the file at terminationMessagePath as the container's message.
+        message_file = map_path(str(c.get("terminationMessagePath") or TERMINATION_MESSAGE_PATH), mounts)
+        out = {"name": c.get("name") or "main", "argv": argv, "env": env, "cwd": pod_dir, "binds": None,
+               "kept": None, "message_file": message_file}
+        if self.mount_namespaces:
+            out["binds"] = binds = mountns.ordered(mounts)
+            self.created_mount_points.update(mountns.claim_mount_points(binds))
+            # The caller's env names host paths (METAFLOW_DATASTORE_SYSROOT_LOCAL, a venv on PATH...),
+            # and the interpreter reads its prefix and sys.path: they stay host paths inside the pod.
+            needed = [str(self.work_dir), str(self.code_dir or ""), str(SITE_DIR),
+                      *mountns.host_paths(self.base_env), *self.interpreter_paths]
+            out["kept"] = mountns.keep_visible(binds, needed)
+        return out
+
+    def _pythonpath(self, given: str, mounts: list[tuple[str, Path]]) -> str:
+        """runner/site, the code directory, then ``given``.  In a mount namespace a path
+        inside a mounted host directory is written as its container path (the code
+        directory as ``/app``, where the pod runs): the pod's Python then sees one copy of
+        each package, and Metaflow refuses two copies of a ``metaflow_extensions``."""
+        entries = [str(SITE_DIR)] + ([str(self.code_dir)] if self.code_dir else []) + given.split(os.pathsep)
+        if self.mount_namespaces:
+            entries = [container_path(e, mounts) for e in entries]
+        return os.pathsep.join(dict.fromkeys(e for e in entries if e))
+
+    async def _pump(self, stream, log, pod: PodSpec, sink: list | None) -> None:
         buf = b""
         total = 0
         while True:
@@ -359,17 +550,16 @@ class PodRunner(PodSetup):
             buf += chunk
             *lines, buf = buf.split(b"\n")
             for line in lines:
-                self._emit_line(line, log, prefix, pod)
+                self._emit_line(line, log, pod)
         if buf:
-            self._emit_line(buf, log, prefix, pod)
+            self._emit_line(buf, log, pod)
 
-    def _emit_line(self, line: bytes, log, prefix: bytes, pod: PodSpec) -> None:
-        log.write(prefix + line + b"\n")
+    def _emit_line(self, line: bytes, log, pod: PodSpec) -> None:
+        log.write(line + b"\n")
         if self.stream_logs:
-            self.on_event(ev.Event(ev.LOG, node=pod.display, pod=pod.name,
-                                   message=(prefix + line).decode("utf-8", "replace")))
+            self.on_event(ev.Event(ev.LOG, node=pod.display, pod=pod.name, message=line.decode("utf-8", "replace")))
 
-    async def _run_container(self, pod: PodSpec, p: dict, log, multi: bool, capture: bool):
+    async def _run_container(self, pod: PodSpec, p: dict, log):
         argv, env = list(p["argv"]), p["env"]
         exe = resolve_exe(argv[0], env)
         if exe is None:
@@ -378,7 +568,6 @@ class PodRunner(PodSetup):
             log.write(f"runner: {msg}\n".encode())
             return 127, "StartError", msg, ""
         argv[0] = exe
-        prefix = f"[{p['name']}] ".encode() if multi else b""
         group = podgroup.Group()  # everything the container starts ends with it
         if self._reaper is None:
             self._reaper = Reaper()
@@ -403,9 +592,9 @@ class PodRunner(PodSetup):
         pgid = proc.pid
         self._live[pgid] = pod.name
         self._reaper.add(pgid)
-        sink: list[bytes] | None = [] if capture else None
-        pumps = [asyncio.ensure_future(self._pump(proc.stdout, log, prefix, pod, sink)),
-                 asyncio.ensure_future(self._pump(proc.stderr, log, prefix, pod, None))]
+        sink: list[bytes] = []
+        pumps = [asyncio.ensure_future(self._pump(proc.stdout, log, pod, sink)),
+                 asyncio.ensure_future(self._pump(proc.stderr, log, pod, None))]
         killed = False
         try:
             code = await _main_exit(proc)
@@ -428,7 +617,7 @@ class PodRunner(PodSetup):
             # them now, not when the event loop is gone ("Event loop is closed").
             with contextlib.suppress(Exception):
                 proc._transport.close()  # noqa: SLF001 - asyncio.subprocess.Process has no close()
-        stdout = b"".join(sink or []).decode("utf-8", "replace")
+        stdout = b"".join(sink).decode("utf-8", "replace")
         if stdout.endswith("\n"):
             stdout = stdout[:-1]
         if len(stdout) > RESULT_LIMIT:

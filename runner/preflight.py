@@ -20,6 +20,7 @@ Checked for every template of the document (Argo's lint also covers all of them)
 """
 from __future__ import annotations
 
+import graphlib
 import re
 from typing import Any, Iterator
 
@@ -43,6 +44,9 @@ RESOURCE_FIELDS = ("action", "manifest", "setOwnerReference", "successCondition"
 RESOURCE_CONDITION = re.compile(r"status\.terminalState == \w+")  # templates/jobset.py SUCCESS, FAILURE
 VOLUME_FIELDS = ("name", "emptyDir", "persistentVolumeClaim")
 VOLUME_MOUNT_FIELDS = ("name", "mountPath")
+ENV_FIELDS = ("name", "value", "valueFrom")
+ENV_VALUE_FROM_FIELDS = ("fieldRef", "secretKeyRef")  # templates/common.py identity_env, hooks.py
+ENV_FROM_FIELDS = ("secretRef",)  # templates/common.py env_from
 DAG_FIELDS = ("tasks",)
 TASK_FIELDS = ("name", "template", "depends", "arguments", "when", "withParam")
 STEP_FIELDS = ("name", "template", "arguments", "when")
@@ -136,6 +140,12 @@ def _check_container(c: Any, where: str) -> None:
                             "entrypoint is unknown to the local runner")
     for m in _each(c.get("volumeMounts"), where, "container.volumeMounts"):
         _only(m, VOLUME_MOUNT_FIELDS, where, f"volumeMount {m.get('name') if isinstance(m, dict) else m!r}: ")
+    for e in _each(c.get("env"), where, "container.env"):
+        _only(e, ENV_FIELDS, where, f"env {e.get('name') if isinstance(e, dict) else e!r}: ")
+        if e.get("valueFrom") is not None:
+            _only(e["valueFrom"], ENV_VALUE_FROM_FIELDS, where, f"env {e.get('name')!r}: valueFrom.")
+    for e in _each(c.get("envFrom"), where, "container.envFrom"):
+        _only(e, ENV_FROM_FIELDS, where, "envFrom: ")
 
 
 def _check_pod_spec_patch(patch: Any, where: str) -> None:
@@ -168,6 +178,23 @@ def _check_task(task: Any, where: str, fields: tuple[str, ...], kind: str) -> No
     if task.get("depends") not in (None, ""):
         _check_expression(str(task["depends"]), f"{tname}, depends", DEPENDS)
     _check_parameters(task.get("arguments"), "arguments", ARGUMENT_FIELDS, tname)
+
+
+def _check_graph(tasks: list, where: str) -> None:
+    """Task names unique, every ``depends`` naming one of them, no cycle (graphlib)."""
+    deps: dict[str, list[str]] = {}
+    for t in tasks:
+        if t.get("name") in deps:
+            raise WorkflowError(f"{where}: duplicate task name {t.get('name')!r}")
+        deps[t.get("name")] = depends_tasks(parse(str(t["depends"]), DEPENDS)) if t.get("depends") else []
+    for name, needs in deps.items():
+        for ref in needs:
+            if ref not in deps:
+                raise WorkflowError(f"{where}, task {name!r}: depends on unknown task {ref!r}")
+    try:
+        graphlib.TopologicalSorter(deps).prepare()
+    except graphlib.CycleError as e:
+        raise WorkflowError(f"{where}: dependency cycle {' -> '.join(map(str, e.args[1]))}") from None
 
 
 def check_template(tmpl: dict) -> None:
@@ -205,6 +232,7 @@ def check_template(tmpl: dict) -> None:
         _only(tmpl["dag"], DAG_FIELDS, where, "dag.")
         for task in _each(tmpl["dag"].get("tasks"), where, "dag.tasks"):
             _check_task(task, where, TASK_FIELDS, "task")
+        _check_graph(tmpl["dag"].get("tasks") or [], where)
     if kind == "steps":
         for group in _each(tmpl["steps"], where, "steps"):
             for step in _each(group, where, "steps[]"):

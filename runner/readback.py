@@ -1,11 +1,11 @@
 """What ``mfargo run`` prints so a user can read the run with Metaflow's client.
 
-The facts come from the YAML as data (any YAML style): the flow name (annotation or
-label ``metaflow/flow_name``), the datastore root (an env ``METAFLOW_DATASTORE_SYSROOT_S3``
-or a ``--datastore-root`` argument anywhere in the document) and an S3 endpoint set in
-the YAML; what the YAML does not say comes from the env the pods got.  The hint is a
+The facts come from the YAML as data (any YAML style), where mfargo writes them: the flow
+name (annotation or label ``metaflow/flow_name``), the datastore root and an S3 endpoint
+(container env ``METAFLOW_DATASTORE_SYSROOT_S3``, ``METAFLOW_S3_ENDPOINT_URL``); what the
+YAML does not say comes from the env the pods got.  The hint is a
 pair of shell lines that work as printed: with the embedded S3 server, the first
-starts it again in the background (:mod:`runner.serve`).  With the local datastore
+starts it again in the background (:func:`runner.s3server.start_background`).  With the local datastore
 (:mod:`runner.local_datastore`) one line names it: artifacts and metadata share
 ``METAFLOW_DATASTORE_SYSROOT_LOCAL``, as after Metaflow's own local ``run``.
 """
@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Iterator
 
-from .serve import PID_VAR
+from .s3server import PID_VAR
 
 ROOT_VAR = "METAFLOW_DATASTORE_SYSROOT_S3"
 ENDPOINT_VAR = "METAFLOW_S3_ENDPOINT_URL"
@@ -42,22 +42,6 @@ def _env_value(doc: dict, name: str) -> str | None:
     return None
 
 
-def _datastore_root_arg(doc: dict) -> str | None:
-    for x in walk(doc):
-        if isinstance(x, str) and "--datastore-root" in x:
-            tokens = shlex.split(x) if x.strip() else []
-            for i, t in enumerate(tokens):
-                if t.startswith("--datastore-root="):
-                    return t.split("=", 1)[1]
-                if t == "--datastore-root" and i + 1 < len(tokens):
-                    return tokens[i + 1]
-        if isinstance(x, list):
-            for a, b in zip(x, x[1:]):
-                if a == "--datastore-root" and isinstance(b, str):
-                    return b
-    return None
-
-
 def flow_name(doc: dict) -> str | None:
     for x in walk(doc):
         if isinstance(x, dict) and isinstance(x.get("metaflow/flow_name"), str):
@@ -68,7 +52,7 @@ def flow_name(doc: dict) -> str | None:
 def facts(doc: dict, env: dict[str, str]) -> dict[str, str | None]:
     """flow, datastore root and S3 endpoint of the run (None where nothing says)."""
     return {"flow": flow_name(doc),
-            "root": _env_value(doc, ROOT_VAR) or _datastore_root_arg(doc) or env.get(ROOT_VAR),
+            "root": _env_value(doc, ROOT_VAR) or env.get(ROOT_VAR),
             "endpoint": _env_value(doc, ENDPOINT_VAR) or env.get(ENDPOINT_VAR)}
 
 

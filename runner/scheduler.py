@@ -21,7 +21,7 @@ from typing import Any
 from . import dag, leaf, lifecycle, limits, steps
 from . import events as ev
 from .fanout import NullLock
-from .jobset_controller import JobSetController
+from .jobset import JobSetController
 from .model import ERROR, WorkflowDoc, WorkflowError, parse_int, pod_name, template_type
 from .nodes import NODE_ERRORS, Node, NodeBook, error_text
 from .pod import PodRunner

@@ -127,19 +127,19 @@ def test_every_rank_is_found_by_argo_logs(compiled):
     import json
 
     from mfargo.compiler.constants import JobSetKey, Label
-    from mfargo.runner import jobset_pod
+    from mfargo.runner import jobset as runner_jobset
 
     wf, _ = compiled
     text = json.dumps(jobset.manifest(wf.steps["train"], wf)).replace("{{workflow.name}}", "dt-abcde")
     obj = json.loads(text)
     [ranks] = obj["spec"]["replicatedJobs"]
     ranks["replicas"] = 3
-    obj["metadata"]["name"] = "js-e"
+    obj["metadata"].update(name="js-e", namespace="default")
     for rjob, replicas in ((JobSetKey.RANKS_JOB, 3),):
         for j in range(replicas):
-            pod = jobset_pod.build(obj, "default", rjob, replicas, j, j, 0, 0, 3)
+            pod = runner_jobset.build_pod(obj, rjob, replicas, j, j, 0, 3)
             assert pod.labels[Label.ARGO_WORKFLOW] == "dt-abcde"
-            assert [c["name"] for c in pod.containers] == ["main"]
+            assert pod.container["name"] == "main"
 
 
 def test_a_gang_its_splitter_cloned_is_skipped_and_its_join_takes_skipped_as_done(compiled):

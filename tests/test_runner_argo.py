@@ -87,6 +87,17 @@ spec:
      "template 'bad': sidecars is not supported by the local runner"),
     ("  - name: bad\n    container: {image: bash, command: [true], workingDir: /app}\n",
      "template 'bad': container.workingDir is not supported by the local runner"),
+    ("  - name: bad\n    container: {image: bash, command: [true], env: [{name: C, valueFrom: {resourceFieldRef: "
+     "{resource: limits.cpu}}}]}\n",
+     "template 'bad': env 'C': valueFrom.resourceFieldRef is not supported by the local runner"),
+    ("  - name: bad\n    container: {image: bash, command: [true], envFrom: [{configMapRef: {name: m}}]}\n",
+     "template 'bad': envFrom: configMapRef is not supported by the local runner"),
+    ("  - name: bad\n    dag: {tasks: [{name: a, template: ok, depends: b}, {name: b, template: ok, depends: a}]}\n",
+     "template 'bad': dependency cycle a -> b -> a"),
+    ("  - name: bad\n    dag: {tasks: [{name: a, template: ok, depends: c}]}\n",
+     "template 'bad', task 'a': depends on unknown task 'c'"),
+    ("  - name: bad\n    dag: {tasks: [{name: a, template: ok}, {name: a, template: ok}]}\n",
+     "template 'bad': duplicate task name 'a'"),
     ("  - name: bad\n    volumes: [{name: v, hostPath: {path: /data}}]\n    container: {image: bash, command: [true]}\n",
      "template 'bad': volume 'v': hostPath is not supported by the local runner"),
     ("  - name: bad\n    volumes: [{name: v, emptyDir: {}}]\n"

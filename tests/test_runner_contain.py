@@ -153,7 +153,7 @@ def test_pod_names_are_checked_at_the_pod(tmp_path):
     """JobSet pods are named from the manifest (with --no-validate nothing else checks it)."""
     (tmp_path / "work").mkdir()
     runner = PodRunner(tmp_path / "work", pod_env())
-    pod = PodSpec(name="../../escape", namespace="default", uid="u", containers=[{"command": ["true"]}])
+    pod = PodSpec(name="../../escape", namespace="default", uid="u", container={"command": ["true"]})
     with pytest.raises(PodError, match="pod name '../../escape'"):
         asyncio.run(runner.run(pod))
     runner.close()

@@ -288,3 +288,16 @@ def test_resource_step_deadline_fails_the_node(tmp_path):
     assert train.message == "Pod was active on the node longer than the specified deadline"
     # the JobSet itself outlives the step (as in Argo) and dies with the run
     assert "terminalState" not in result.jobsets["js-x-0"]["status"]
+
+
+def test_a_gang_pod_with_two_containers_fails_the_step(tmp_path):
+    """mfargo's gang pods have one container: a second one is refused when the JobSet is created."""
+    text = gang(retry=False)
+    obj_text = text.replace("                    containers:\n",
+                            "                    containers:\n"
+                            "                    - {name: side, image: bash, command: [sleep, '1']}\n", 1)
+    assert obj_text != text
+    result, _ = run_yaml(obj_text, tmp_path)
+    assert result.status == "Failed"
+    assert "containers: more than one is not supported by the local runner" in result.node("train").message
+    assert not result.jobsets

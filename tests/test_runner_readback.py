@@ -15,7 +15,8 @@ spec:
   templates:
   - name: step
     container:
-      command: [python, flow.py, step, --datastore-root, s3://from-arg/prefix]
+      command: [python, flow.py, step]
+      env: [{name: METAFLOW_DATASTORE_SYSROOT_S3, value: "s3://from-yaml/prefix"}]
 """
 
 
@@ -35,10 +36,10 @@ def test_facts_from_flow_style_yaml():
                                        "endpoint": None}
 
 
-def test_facts_from_a_datastore_root_argument_and_from_the_env():
+def test_facts_from_the_yaml_env_and_from_the_callers_env():
     doc = yaml.safe_load(BLOCK)
-    assert readback.facts(doc, {})["root"] == "s3://from-arg/prefix"
-    doc["spec"]["templates"][0]["container"]["command"] = ["python", "flow.py", "step"]
+    assert readback.facts(doc, {"METAFLOW_DATASTORE_SYSROOT_S3": "s3://env/root"})["root"] == "s3://from-yaml/prefix"
+    del doc["spec"]["templates"][0]["container"]["env"]
     env = {"METAFLOW_DATASTORE_SYSROOT_S3": "s3://env/root", "METAFLOW_S3_ENDPOINT_URL": "http://s3.local:9000"}
     assert readback.facts(doc, env) == {"flow": "BlockFlow", "root": "s3://env/root",
                                         "endpoint": "http://s3.local:9000"}
@@ -62,7 +63,7 @@ def test_hint_with_an_external_endpoint(tmp_path):
     assert "--serve-s3" not in text
     env = _assignments(read)
     assert env["METAFLOW_S3_ENDPOINT_URL"] == "http://minio:9000"
-    assert env["METAFLOW_DATASTORE_SYSROOT_S3"] == "s3://from-arg/prefix"
+    assert env["METAFLOW_DATASTORE_SYSROOT_S3"] == "s3://from-yaml/prefix"
 
 
 def test_hint_says_when_no_root_is_known(tmp_path):
@@ -83,7 +84,7 @@ def test_hint_reads_the_metadata_service_the_pods_used(tmp_path):
     """Pods that reported to a metadata service: the client reads that service, not a local
     metadata directory that never existed."""
     doc = yaml.safe_load(BLOCK)
-    doc["spec"]["templates"][0]["container"]["env"] = [
+    doc["spec"]["templates"][0]["container"]["env"] += [
         {"name": "METAFLOW_DEFAULT_METADATA", "value": "service"},
         {"name": "METAFLOW_SERVICE_URL", "value": "http://md.example:8080"}]
     for local_datastore in (False, True):

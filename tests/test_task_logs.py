@@ -128,7 +128,7 @@ def test_mflog_line_stamp_and_id_as_metaflows():
 def test_the_keeper_imports_neither_socket_nor_uuid_nor_datetime(tmp_path):
     """Each pod's keeper starts with the runner's sitecustomize (cluster DNS): their ~10 ms of
     imports would be paid by every task, for nothing the keeper uses."""
-    from mfargo.runner.pod_setup import SITE_DIR
+    from mfargo.runner.pod import SITE_DIR
 
     code = "import sys; print(' '.join(sorted(sys.modules)))"
     env = dict(_env(tmp_path), PYTHONPATH=str(SITE_DIR))
