@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import textwrap
 import time
 
@@ -118,7 +119,7 @@ def test_every_pod_of_a_gang_flow_pulls_a_private_image_through_its_secret(clust
         ok, bad = start(env, flow, name, runs), start(env, flow, name, runs, "--fail", "True")
         ok_wf = wait_workflow(env, ok, timeout=RUN_TIMEOUT)
         bad_wf = wait_workflow(env, bad, timeout=RUN_TIMEOUT)
-        gangs = tuple(js["metadata"]["name"] + "-" for run in (ok, bad) for js in jobsets(env, run))
+        gangs = tuple(js["metadata"]["name"] + "-" for js in jobsets(env, ok))
         assert ok_wf["status"]["phase"] == "Succeeded", failed_nodes(ok_wf)
         assert bad_wf["status"]["phase"] == "Failed", failed_nodes(bad_wf)
         assert hook_nodes(ok_wf) == {"0-on-success-notify": "Succeeded", "0-notify-slack-on-success": "Succeeded"}
@@ -128,6 +129,9 @@ def test_every_pod_of_a_gang_flow_pulls_a_private_image_through_its_secret(clust
         # The report ran (it ends Failed by design, its finding as the node's message).
         assert [n["phase"] for n in reports] == ["Failed"], failed_nodes(bad_wf)
         assert "gang step train: rank 1 (worker) failed first: Error, exit code 1" in reports[0]["message"], reports
+        # ... and deleted the failed gang's JobSet once read: its name is in the report.
+        gangs += (re.search(r"; JobSet (js-[\w-]+):", reports[0]["message"])[1] + "-",)
+        assert jobsets(env, bad) == [], jobsets(env, bad)
         texts = sorted(b["text"] for b in bodies)
         assert texts == sorted(["Metaflow run PrivateGangFlow/%s succeeded" % ok,
                                 "Metaflow run PrivateGangFlow/%s failed (Failed)" % bad]), texts
