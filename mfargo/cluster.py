@@ -68,6 +68,7 @@ WORKFLOW_TEMPLATES = Resource(ARGO_GROUP, ARGO_VERSION, "workflowtemplates")
 WORKFLOWS = Resource(ARGO_GROUP, ARGO_VERSION, "workflows")
 CRON_WORKFLOWS = Resource(ARGO_GROUP, ARGO_VERSION, "cronworkflows")
 SENSORS = Resource(ARGO_GROUP, ARGO_VERSION, "sensors")
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
 
 
 class Cluster:

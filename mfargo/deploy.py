@@ -9,12 +9,13 @@ compiles never load the kubernetes client. Failures are `DeployError` / `Cluster
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo import owners, tokens
-from mfargo.cluster import CRON_WORKFLOWS, SENSORS, WORKFLOW_TEMPLATES, Cluster, Resource
+from mfargo.cluster import CRON_WORKFLOWS, JOBSETS, SENSORS, WORKFLOW_TEMPLATES, Cluster, ClusterError, Resource
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
 from mfargo.errors import UserError
@@ -360,6 +361,40 @@ def checked_run(target: Target, run_id: str, authorize: str | None, command: str
                           "ask for it and run `argo-workflows %s --authorize TOKEN %s`"
                           % (run_id, ann.get(Label.OWNER), command, run_id))
     return name
+
+
+STOP_WAIT_SECONDS = 60  # for a terminated run to stop, before the gangs it made are deleted
+STOP_POLL_SECONDS = 1
+
+
+def terminate(target: Target, name: str, echo: Callable[[str], Any]) -> None:
+    """Terminate the run, then delete the JobSets its gang steps made. Argo stops a
+    terminated run's pods but not the objects its resource steps created: a gang would keep
+    its pods (and their nodes) until the run is deleted. Waits (bounded) for the run to
+    stop first, so that no step creates a JobSet after the sweep."""
+    wf = target.cluster.terminate(name)
+    deadline = time.monotonic() + STOP_WAIT_SECONDS
+    while not (wf.get("status") or {}).get("finishedAt") and time.monotonic() < deadline:
+        time.sleep(STOP_POLL_SECONDS)
+        wf = target.cluster.get_workflow(name) or wf
+    stopped = bool((wf.get("status") or {}).get("finishedAt"))
+    uid = wf["metadata"]["uid"]
+    try:
+        gangs = sorted(js["metadata"]["name"] for js in target.cluster.list(JOBSETS)
+                       if any(o.get("uid") == uid for o in js["metadata"].get("ownerReferences") or ()))
+        for gang in gangs:
+            target.cluster.delete(JOBSETS, gang)
+    except ClusterError as e:
+        if e.status == 404:  # no JobSet API on this cluster: no gang to stop
+            return
+        echo("Run argo-%s is terminated, but its gangs' JobSets were not deleted (they stay until the run is "
+             "deleted): %s" % (name, e))
+        return
+    if gangs:
+        echo("Deleted the run's JobSets %s (their pods with them)." % ", ".join(gangs))
+    if not stopped:
+        echo("Run argo-%s was still stopping after %d s: a JobSet it creates from now on stays until the run "
+             "is deleted." % (name, STOP_WAIT_SECONDS))
 
 
 def run_status(phase: str | None, metaflow_knows_run: bool) -> str:

@@ -168,3 +168,55 @@ def test_no_kube_config(tmp_path, monkeypatch):
     bad.write_text("apiVersion: v1\nkind: Config\n")
     with pytest.raises(ClusterError, match="cannot use the kube config .*/bad: "):
         Cluster("ns1", kubeconfig=str(bad)).get(WORKFLOW_TEMPLATES, "x")
+
+
+def _run_with_gangs(kube, finished_at=None):  # noqa: F811
+    status = {"phase": "Failed", "finishedAt": finished_at} if finished_at else {"phase": "Running"}
+    kube.put({"kind": "Workflow", "metadata": {"name": "hello-abcde", "uid": "u-run"}, "spec": {}, "status": status},
+             namespace="ns1")
+    for name, uid in (("js-b", "u-run"), ("js-a", "u-run"), ("js-other", "u-another-run")):
+        kube.put({"kind": "JobSet", "metadata": {"name": name, "ownerReferences": [{"kind": "Workflow", "uid": uid}]},
+                  "spec": {}}, "jobset.x-k8s.io", "v1alpha2", "jobsets", "ns1")
+
+
+def test_terminate_deletes_the_jobsets_the_run_made_and_no_others(kube, cluster, monkeypatch):  # noqa: F811
+    """Argo stops a terminated run's pods, not the JobSets its resource steps created: their
+    pods would run on until the run is deleted."""
+    from types import SimpleNamespace
+
+    from mfargo import deploy
+
+    monkeypatch.setattr(deploy, "STOP_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(deploy, "STOP_POLL_SECONDS", 0.05)
+    _run_with_gangs(kube)
+    said = []
+    deploy.terminate(SimpleNamespace(cluster=cluster), "hello-abcde", said.append)
+    assert kube.names("jobsets", "ns1") == ["js-other"]
+    assert [(r.method, r.path.rsplit("/", 1)[1]) for r in kube.calls("DELETE")] == [("DELETE", "js-a"), ("DELETE", "js-b")]
+    # The fake run never stops: the sweep happens at the bound, and says what may be left.
+    assert said == ["Deleted the run's JobSets js-a, js-b (their pods with them).",
+                    "Run argo-hello-abcde was still stopping after 0 s: a JobSet it creates from now on stays until "
+                    "the run is deleted."]
+
+
+def test_terminate_without_a_jobset_api_or_the_right_to_list_jobsets(kube, cluster, monkeypatch):  # noqa: F811
+    """No JobSet API: no gang to stop, nothing said. No right to list them: the run is still
+    terminated, and one line says what is left."""
+    from types import SimpleNamespace
+
+    from mfargo import deploy
+
+    monkeypatch.setattr(deploy, "STOP_WAIT_SECONDS", 0)
+    for name in ("plain", "gangs"):
+        kube.put({"kind": "Workflow", "metadata": {"name": name, "uid": "u-" + name}, "spec": {},
+                  "status": {"phase": "Running"}}, namespace="ns1")
+    said = []
+    kube.fail("GET", "/jobsets$", 404, "the server could not find the requested resource")
+    deploy.terminate(SimpleNamespace(cluster=cluster), "plain", said.append)
+    assert said == [] and kube.get("workflows", "plain", "ns1")["spec"] == {"shutdown": "Terminate"}
+    kube.fail("GET", "/jobsets$", 403, "jobsets.jobset.x-k8s.io is forbidden")
+    deploy.terminate(SimpleNamespace(cluster=cluster), "gangs", said.append)
+    assert kube.get("workflows", "gangs", "ns1")["spec"] == {"shutdown": "Terminate"}
+    assert len(said) == 1 and said[0].startswith(
+        "Run argo-gangs is terminated, but its gangs' JobSets were not deleted (they stay until the run is deleted): "
+        "list jobsets: "), said

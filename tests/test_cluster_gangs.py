@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -434,3 +435,21 @@ def test_timeouts_fail_a_gang_step_and_a_plain_step(cluster_env, tmp_path):
     assert [n["phase"] for n in nodes["train"]] == ["Failed"], nodes["train"]
     [report] = nodes["train-Failure-report"]
     assert re.search(r"gang step train: rank \d \(\w+\) failed first: DeadlineExceeded", report["message"]), report
+
+
+def test_terminate_stops_the_runs_gangs_too(cluster_env, tmp_path):
+    """Argo stops a terminated run's pods but not the JobSet its resource step created;
+    `argo-workflows terminate` deletes it once the run has stopped, so its ranks stop too."""
+    flow = write_flow(tmp_path, "GangTimeoutFlow", GANG_TIMEOUT)
+    with deployed(cluster_env, flow) as start:
+        run_id = start(flow)
+        deadline = time.monotonic() + 180
+        while not jobsets(cluster_env, run_id):
+            assert time.monotonic() < deadline, "no JobSet for %s after 180 s" % run_id
+            time.sleep(2)
+        done = flow_cmd(cluster_env, flow, "argo-workflows", "terminate", run_id)
+        wf = wait_workflow(cluster_env, run_id, timeout=120)
+        assert wf["status"]["phase"] in ("Failed", "Error"), failed_nodes(wf)
+        assert re.search(r"Deleted the run's JobSets js-\w+ \(their pods with them\)\.", done.stdout + done.stderr), \
+            done.stdout + done.stderr
+        assert jobsets(cluster_env, run_id) == []

@@ -129,7 +129,10 @@ def _run_command(verb: str, done: str, help_text: str):
 
         target = _target(obj)
         name = deploy.checked_run(target, run_id, authorize, verb)
-        getattr(target.cluster, verb)(name)
+        if verb == "terminate":
+            deploy.terminate(target, name, obj.echo)
+        else:
+            getattr(target.cluster, verb)(name)
         obj.echo("%s run *%s*." % (done, run_id), bold=True)
 
     return command
