@@ -50,8 +50,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 CLUSTER = REPO / "e2e" / "cluster"
-sys.path.insert(0, str(REPO))
-from e2e import layout  # noqa: E402
+sys.path.insert(0, str(REPO / "e2e"))  # e2e's modules import each other by their own names
+import layout  # noqa: E402
 
 SMALL = "kubernetes:cpu=0.25,memory=400"
 GANG_DECORATOR = '@kubernetes(image="python:3.11", cpu=2, memory=8192, shared_memory=1024, port=29500)'
