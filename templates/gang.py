@@ -61,8 +61,8 @@ def skippable(step: ir.Step) -> bool:
 
 def skip_unless_needed(step: ir.Step) -> str:
     """The gang task's `when`: run unless the splitter cloned the gang (resume_clone.py)."""
-    splitter = naming.template_name(step.gang.splitter)
-    return expr.not_equals(expr.task_output(splitter, CLONED_OUTPUT), "true")
+    [(_, cloned)] = _from_splitter(step.gang, (CLONED_OUTPUT,))
+    return expr.not_equals(cloned, "true")
 
 
 def jobset_name(step: ir.Step) -> str:

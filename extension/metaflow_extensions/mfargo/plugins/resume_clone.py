@@ -72,12 +72,11 @@ def _clone_gang(obj, origin_run_id, resume_step, run_id, splitter, origin):
     artifacts = OriginArtifacts(origin)
     ranks = contract.gang_task_ids(getattr(artifacts, contract.ENTROPY_ARTIFACT),
                                    artifacts._parallel_ubf_iter.num_parallel)
-    for rank_task in ranks:
-        rank = _finished_origin(obj, origin_run_id, gang, rank_task)
-        if rank is None or not rank["_task_ok"]:
-            print("mfargo: resume: gang %s runs again: task %s did not succeed in the origin run"
-                  % (gang, rank_task), flush=True)
-            return False
+    failed = _failed_rank(obj, origin_run_id, gang, ranks)
+    if failed:
+        print("mfargo: resume: gang %s runs again: task %s did not succeed in the origin run" % (gang, failed),
+              flush=True)
+        return False
     for rank_task in ranks:
         clone_task_helper(obj.flow.name, origin_run_id, run_id, gang, rank_task, rank_task,
                           obj.flow_datastore, obj.metadata, attempt_id=0)
@@ -117,6 +116,15 @@ def _finished_origin(obj, origin_run_id, step_name, task_id):
         return None
 
 
+def _failed_rank(obj, origin_run_id, gang, rank_tasks):
+    """The first of the gang's ``rank_tasks`` that did not succeed in the origin, or None."""
+    for rank_task in rank_tasks:
+        rank = _finished_origin(obj, origin_run_id, gang, rank_task)
+        if rank is None or not rank["_task_ok"]:
+            return rank_task
+    return None
+
+
 def _rerun_reason(obj, origin_run_id, origin, step_name, resume_step, input_paths_filename):
     if step_name in steps_to_rerun(obj.graph, resume_step):
         return "it is the resume step %s or after it" % resume_step
@@ -126,10 +134,9 @@ def _rerun_reason(obj, origin_run_id, origin, step_name, resume_step, input_path
         return "it failed in the origin run"
     node = obj.graph[step_name]
     if node.parallel_step:  # a gang is cloned whole or runs whole
-        for rank_task in pod_hooks.gang_task_ids_from_env():
-            rank = _finished_origin(obj, origin_run_id, step_name, rank_task)
-            if rank is None or not rank["_task_ok"]:
-                return "task %s of its gang did not succeed in the origin run" % rank_task
+        failed = _failed_rank(obj, origin_run_id, step_name, pod_hooks.gang_task_ids_from_env())
+        if failed:
+            return "task %s of its gang did not succeed in the origin run" % failed
     if node.type == "foreach" and node.parallel_foreach and contract.ENTROPY_ARTIFACT not in origin:
         return "the origin run did not record its gang's task ids"
     for path in _input_paths(input_paths_filename):
