@@ -2,8 +2,7 @@
 DNS, a run-time gang size, gangs inside a foreach, failures (exit 1 with @retry and @gang_catch,
 OOMKilled, @timeout), read back with Metaflow's client and from the objects the controllers wrote.
 
-Each test deploys its own flows (their class names make the WorkflowTemplate names unique to
-this file) and deletes its templates and runs when it ends (`deployed`). Pods ask for little:
+Each test deploys flows of its own names (`write_flow`) and deletes its templates and runs when it ends (`deployed`). Pods ask for little:
 the node has 2 CPUs, shared with whoever else runs cluster tests.
 """
 
@@ -61,8 +60,13 @@ def barrier(rank, world, mine, wait=120):
 
 
 def write_flow(tmp_path: Path, name: str, source: str) -> Path:
+    """The flow ``source`` as ``<name>.py``, its FlowSpec class renamed ``name``: the
+    WorkflowTemplate is named after it, and tests run side by side, so each test deploys names
+    of its own (tests/test_cluster_flow_names.py checks)."""
+    source = textwrap.dedent(source).lstrip()
+    [defined] = re.findall(r"^class (\w+)\(FlowSpec\):", source, re.M)
     flow = tmp_path / ("%s.py" % name.lower())
-    flow.write_text(textwrap.dedent(source).lstrip())
+    flow.write_text(re.sub(r"\b%s\b" % defined, name, source))
     return flow
 
 
@@ -440,7 +444,7 @@ def test_timeouts_fail_a_gang_step_and_a_plain_step(cluster_env, tmp_path):
 def test_terminate_stops_the_runs_gangs_too(cluster_env, tmp_path):
     """Argo stops a terminated run's pods but not the JobSet its resource step created;
     `argo-workflows terminate` deletes it once the run has stopped, so its ranks stop too."""
-    flow = write_flow(tmp_path, "GangTimeoutFlow", GANG_TIMEOUT)
+    flow = write_flow(tmp_path, "GangTerminateFlow", GANG_TIMEOUT)
     with deployed(cluster_env, flow) as start:
         run_id = start(flow)
         deadline = time.monotonic() + 180

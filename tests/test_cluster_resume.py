@@ -87,8 +87,8 @@ def test_argo_retry_reruns_the_failed_gang_and_task_as_their_next_attempts(clust
     """`argo retry` makes the failed nodes again with {{retries}} back at 0: each retried task
     runs as its attempt 1 (never a second attempt 0), the gang as a new JobSet (the failure
     report deleted the old one), and the join reads the new attempts."""
-    flow = write_flow(tmp_path, "GangResumeFlow", gang_in_foreach("True", ranks=2, decorators=SMALL,
-                                                                  first_attempts_fail=True))
+    flow = write_flow(tmp_path, "GangRetryFlow", gang_in_foreach("True", ranks=2, decorators=SMALL,
+                                                                 first_attempts_fail=True))
     with deployed(cluster_env, flow) as start:
         run = start(flow)
         wf = wait_workflow(cluster_env, run, timeout=600)
@@ -100,7 +100,7 @@ def test_argo_retry_reruns_the_failed_gang_and_task_as_their_next_attempts(clust
         wf = wait_workflow(cluster_env, run, timeout=600)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
 
-        got = read_run(cluster_env, f"GangResumeFlow/{run}", ATTEMPTS)
+        got = read_run(cluster_env, f"GangRetryFlow/{run}", ATTEMPTS)
         assert got["ok"] is True and got["ranks"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
         attempts = got["attempts"]
         retried = {p for p, oks in attempts.items() if len(oks) > 1}
