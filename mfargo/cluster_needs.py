@@ -36,11 +36,29 @@ def _missing(cluster: Cluster, need, answers: dict) -> str | None:
             answers[where] = cluster.secret_keys(need.name, need.namespace)
         elif need.kind == "ServiceAccount":
             answers[where] = cluster.has_service_account(need.name, need.namespace) or None
+        elif need.kind == prerequisites.LOCAL_QUEUE:
+            version = _kueue_version(cluster, answers)
+            if version is None:
+                return ("no %s API (localqueues in %s %s: install Kueue), for LocalQueue %s/%s"
+                        % (need.kind, prerequisites.KUEUE_GROUP, " or ".join(prerequisites.KUEUE_VERSIONS),
+                           need.namespace, need.name))
+            found = cluster.get(Resource(prerequisites.KUEUE_GROUP, version, "localqueues"), need.name, need.namespace)
+            answers[where] = found or None
         else:  # an Argo Events object
             found = cluster.get(Resource(ARGO_GROUP, ARGO_VERSION, PLURALS[need.kind]), need.name, need.namespace)
             answers[where] = found or None
     if answers[where] is None:
-        return "no %s %s/%s" % (need.kind, need.namespace, need.name)
+        hint = " (named by @jobset(queue=...))" if need.kind == prerequisites.LOCAL_QUEUE else ""
+        return "no %s %s/%s%s" % (need.kind, need.namespace, need.name, hint)
     if need.key and need.key not in answers[where]:
         return "%s %s/%s has no key %s" % (need.kind, need.namespace, need.name, need.key)
     return None
+
+
+def _kueue_version(cluster: Cluster, answers: dict) -> str | None:
+    """The newest LocalQueue API version the cluster serves (asked once), or None: no Kueue."""
+    if prerequisites.KUEUE_GROUP not in answers:
+        answers[prerequisites.KUEUE_GROUP] = next(
+            (v for v in prerequisites.KUEUE_VERSIONS
+             if "localqueues" in (cluster.served(prerequisites.KUEUE_GROUP, v) or ())), None)
+    return answers[prerequisites.KUEUE_GROUP]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from mfargo.cluster import Resource
+from mfargo.compiler.constants import JobSetKey
 from mfargo.validation.report import parse_manifest
 
 # API groups every cluster serves: nothing to check.
@@ -27,12 +28,17 @@ BUILT_IN_GROUPS = ("", "v1", "rbac.authorization.k8s.io", "batch", "apps")
 # Argo Events objects a Sensor names, by the field naming them.
 EVENT_BUS = "EventBus"
 EVENT_SOURCE = "EventSource"
+# The Kueue queue a JobSet's label names (@jobset(queue=...)): a JobSet naming a queue that does
+# not exist is held suspended by Kueue, its gang never starts.
+LOCAL_QUEUE = "LocalQueue"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # LocalQueue's API versions, newest first (v1beta2 from Kueue 0.15)
 
 
 @dataclass(frozen=True, order=True)
 class Need:
     """An object that must exist: a Secret (with ``key``, when one is read), a ServiceAccount,
-    an Argo Events EventBus/EventSource in ``namespace``; or a served API kind (``namespace``
+    an Argo Events EventBus/EventSource, a Kueue LocalQueue in ``namespace``; or a served API kind (``namespace``
     empty, ``name`` = group/version, ``key`` = plural)."""
 
     kind: str
@@ -86,6 +92,9 @@ def _walk(node: Any, ns: str) -> Iterator[Need]:
         return
     if node.get("apiVersion") and node.get("kind") and isinstance(node.get("metadata"), dict):
         ns = node["metadata"].get("namespace") or ns  # an object embedded in another (a Sensor's Workflow)
+        labels = node["metadata"].get("labels")
+        if isinstance(labels, dict):
+            yield from _named(LOCAL_QUEUE, ns, labels.get(JobSetKey.KUEUE_QUEUE))
     for key, value in node.items():
         if key == "serviceAccountName" and isinstance(value, str):
             yield from _named("ServiceAccount", ns, value)

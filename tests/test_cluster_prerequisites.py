@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import yaml
 import pytest
-from flowtools import EXAMPLES, gang_flow
+from flowtools import EXAMPLES, compile_source, gang_flow
 from k8s_fake import kube  # noqa: F401 - fixture
 from test_cluster_cli import Env, one_line_error
 
@@ -103,3 +103,36 @@ def test_create_refuses_a_gang_flow_without_jobset_and_a_missing_service_account
     # the gang pods run as `trainer`, not the workflow's account: a Role of their own to find a completed control
     assert kube.names("workflowtemplates", "ns1") == ["gangflow"]
     assert kube.names("roles", "ns1") == ["gangflow-gang-pods", "gangflow-jobset"]
+
+
+KUEUE_V1BETA2, KUEUE_V1BETA1 = ("kueue.x-k8s.io", "v1beta2"), ("kueue.x-k8s.io", "v1beta1")
+
+
+def test_a_gang_naming_a_kueue_queue_needs_that_local_queue(kube, tmp_path):  # noqa: F811
+    """A JobSet labelled for a LocalQueue that does not exist is held suspended by Kueue for ever
+    (and with no Kueue, nothing admits anything): `create` asks first, and deploys nothing."""
+    env = Env(kube, tmp_path, gang_flow("QueuedFlow", '@jobset(queue="team-a")'))
+    line = one_line_error(env.create(check=False))
+    assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue API "
+                    "(localqueues in kueue.x-k8s.io v1beta2 or v1beta1: install Kueue), for LocalQueue ns1/team-a")
+    kube.served[KUEUE_V1BETA1] = {"localqueues": "LocalQueue"}  # an older Kueue
+    line = one_line_error(env.create(check=False))
+    assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue ns1/team-a "
+                    "(named by @jobset(queue=...))")
+    assert {r.method for r in kube.requests} == {"GET"} and not kube.names("workflowtemplates", "ns1")
+    assert kube.calls("GET", "localqueues")[-1].path == "/apis/kueue.x-k8s.io/v1beta1/namespaces/ns1/localqueues/team-a"
+
+    kube.served[KUEUE_V1BETA2] = {"localqueues": "LocalQueue"}  # a newer one serves both: the newest is asked
+    kube.put({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "team-a"}},
+             group="kueue.x-k8s.io", version="v1beta2", plural="localqueues", namespace="ns1")
+    kube.reset_log()
+    env.create()
+    assert kube.names("workflowtemplates", "ns1") == ["queuedflow"]
+    assert [r.path for r in kube.calls("GET", "localqueues")] == [
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns1/localqueues/team-a"]
+
+
+def test_the_local_queue_is_read_from_the_jobset_label(tmp_path):
+    queued = prerequisites.needs(compile_source(tmp_path, gang_flow("QueuedFlow", '@jobset(queue="team-a")')), "ns1")
+    plain = prerequisites.needs(compile_source(tmp_path, gang_flow("QueuedFlow")), "ns1")
+    assert set(queued) - set(plain) == {Need("LocalQueue", "default", "team-a")}  # the YAML's namespace
