@@ -23,6 +23,8 @@ Standard library only at import: the keeper imports it.
 import os
 import sys
 
+from . import step_argv
+
 NEXT_ATTEMPT_FILE_ENV = "MFARGO_NEXT_ATTEMPT_FILE"  # set by the keeper for its command only
 RENUMBER_EXIT = 76  # with the file written: run me again as the attempt it names
 RETRY_COUNT, MAX_RETRIES = "--retry-count", "--max-user-code-retries"
@@ -65,16 +67,6 @@ def renumbered(argv, status, path):
     if words[1:3] == ["-m", init_and_start.__name__]:  # init ran in the first attempt: only the step again
         words = words[:1] + init_and_start.split_commands(words[3:])[1]
     shift = free - given
-    words = _set_option(words, RETRY_COUNT, lambda old: free)
-    words = _set_option(words, MAX_RETRIES, lambda old: int(old or 0) + shift)
+    words = step_argv.with_option(words, RETRY_COUNT, lambda old: free)
+    words = step_argv.with_option(words, MAX_RETRIES, lambda old: int(old or 0) + shift)
     return words, free, given
-
-
-def _set_option(words, name, value):
-    """``words`` with ``name``'s value replaced by ``value(old)``, or the option added
-    after the step's own options when absent (mfargo writes them before user arguments)."""
-    for i, word in enumerate(words[:-1]):
-        if word == name:
-            return words[: i + 1] + [str(value(words[i + 1]))] + words[i + 2 :]
-    at = words.index("--run-id")  # step NAME --run-id ...: options may follow anywhere after it
-    return words[:at] + [name, str(value(None))] + words[at:]

@@ -66,19 +66,13 @@ def main(argv):
 def _check_start_attempt(step):
     """A retried start pod must not write the run's ``_parameters`` again: the start
     task's attempt is checked before ``init`` (attempt_guard); its exit status, or 0."""
-    from . import attempt_guard
+    from . import attempt_guard, step_argv
 
     try:
-        attempt_guard.check_pod_task(_step_name(step))
+        attempt_guard.check_pod_task(step_argv.step_name(step))
     except SystemExit as done:
         return exit_status(done.code)
     return 0
-
-
-def _step_name(words):
-    """NAME in ``FLOW [OPTION...] step NAME --run-id ...``."""
-    at = words.index("--run-id")
-    return words[at - 1]
 
 
 if __name__ == "__main__":

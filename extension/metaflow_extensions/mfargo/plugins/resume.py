@@ -22,6 +22,7 @@ import subprocess
 
 from . import init_and_start
 from . import pod_contract as contract
+from . import step_argv
 
 RERUN_EXIT = 3  # clone-task's answer: this task cannot be cloned, run it
 PARAMETERS_STEP = "_parameters"
@@ -39,7 +40,7 @@ def plan(argv, environ=None):
         init, step = init_and_start.split_commands(argv[3:])
         status = _clone(argv[:1] + init, origin, resume_step)
         return status if status else _step(argv[:1] + step, origin, resume_step)
-    command, _ = _subcommand(argv)
+    command, _ = step_argv.subcommand(argv)
     if command == "init":
         return _clone(argv, origin, resume_step)
     if command == "step":
@@ -52,26 +53,6 @@ def decoded(value):
     return base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8") if value else ""
 
 
-def _subcommand(argv):
-    """(``init`` or ``step``, its index) when argv is ``EXE FLOW [OPTION...] init|step NAME
-    --run-id ...`` (compiler/command.py writes both so), else (None, None)."""
-    for i in range(2, len(argv) - 1):
-        if argv[i] == "init" and argv[i + 1] == "--run-id":
-            return "init", i
-        if argv[i] == "step" and i + 2 < len(argv) and argv[i + 2] == "--run-id":
-            return "step", i
-    return None, None
-
-
-def _option(words, name, default=None):
-    """The value after the first ``name`` in ``words`` (the options mfargo writes come
-    before any user-given step argument)."""
-    for i, word in enumerate(words[:-1]):
-        if word == name:
-            return words[i + 1]
-    return default
-
-
 def _step(argv, origin, resume_step):
     status = _clone(argv, origin, resume_step)
     if status == RERUN_EXIT:
@@ -81,18 +62,18 @@ def _step(argv, origin, resume_step):
 
 def _clone(argv, origin, resume_step):
     """Run ``clone-task`` for the task ``argv`` would run; its exit status."""
-    command, at = _subcommand(argv)
+    command, at = step_argv.subcommand(argv)
     words = argv[at:]
     call = argv[:at] + [
         "argo-workflows", "clone-task",
         "--origin-run-id", origin,
         "--resume-step", resume_step,
         "--step", PARAMETERS_STEP if command == "init" else words[1],
-        "--run-id", _option(words, "--run-id"),
-        "--task-id", _option(words, "--task-id"),
-        "--retry-count", _option(words, "--retry-count", "0"),
+        "--run-id", step_argv.option(words, "--run-id"),
+        "--task-id", step_argv.option(words, "--task-id"),
+        "--retry-count", step_argv.option(words, "--retry-count", "0"),
     ]
-    paths = _option(words, "--input-paths-filename")
+    paths = step_argv.option(words, "--input-paths-filename")
     if paths is not None:
         call += ["--input-paths-filename", paths]
     for i, word in enumerate(words[:-1]):
