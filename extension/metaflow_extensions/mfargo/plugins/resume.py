@@ -76,7 +76,6 @@ def _clone(argv, origin, resume_step):
     paths = step_argv.option(words, "--input-paths-filename")
     if paths is not None:
         call += ["--input-paths-filename", paths]
-    for i, word in enumerate(words[:-1]):
-        if word == "--tag":  # the run's tags, for the run and the task as init and step give them
-            call += ["--tag", words[i + 1]]
+    for tag in step_argv.tags(words):  # the run's tags, for the run and the task as init and step give them
+        call += ["--tag", tag]
     return subprocess.call(call)

@@ -8,6 +8,9 @@ Standard library only: the task keeper imports it.
 """
 
 RUN_ID = "--run-id"
+# The run's arguments (compiler's ``_step_args``), after the subcommand's own options: ``--tag X``
+# pairs and ``--namespace=N``, user text never read as an option.
+TAG, NAMESPACE_PREFIX = "--tag", "--namespace="
 
 
 def subcommand(words):
@@ -27,19 +30,43 @@ def step_name(words):
     return words[at + 1] if command == "step" else None
 
 
+def _own_span(words):
+    """(start, end) of the subcommand's own ``--option value`` pairs in ``words``: up to the
+    run's arguments."""
+    command, at = subcommand(words)
+    start = end = at + (1 if command == "init" else 2)
+    while end + 1 < len(words) and words[end] != TAG and not words[end].startswith(NAMESPACE_PREFIX):
+        end += 2
+    return start, end
+
+
 def option(words, name, default=None):
-    """The value after the first ``name`` in ``words``."""
-    for i, word in enumerate(words[:-1]):
-        if word == name:
+    """The value of the subcommand's own option ``name``."""
+    start, end = _own_span(words)
+    for i in range(start, end, 2):
+        if words[i] == name:
             return words[i + 1]
     return default
 
 
 def with_option(words, name, value):
-    """``words`` with ``name``'s value replaced by ``value(old)``, or ``name value(None)``
-    added before ``--run-id`` when absent (so, before any user argument)."""
-    for i, word in enumerate(words[:-1]):
-        if word == name:
+    """``words`` with the own option ``name``'s value replaced by ``value(old)``, or
+    ``name value(None)`` added to the own options when absent."""
+    start, end = _own_span(words)
+    for i in range(start, end, 2):
+        if words[i] == name:
             return words[: i + 1] + [str(value(words[i + 1]))] + words[i + 2 :]
-    at = words.index(RUN_ID)
-    return words[:at] + [name, str(value(None))] + words[at:]
+    return words[:end] + [name, str(value(None))] + words[end:]
+
+
+def tags(words):
+    """The run's tags: the values of the ``--tag`` pairs after the own options."""
+    _, i = _own_span(words)
+    found = []
+    while i < len(words):
+        if words[i] == TAG and i + 1 < len(words):
+            found.append(words[i + 1])
+            i += 2
+        else:
+            i += 1
+    return found
