@@ -40,7 +40,7 @@ def _missing(cluster: Cluster, need, answers: dict) -> str | None:
             version = _kueue_version(cluster, answers)
             if version is None:
                 return ("no %s API (localqueues in %s %s: install Kueue), for LocalQueue %s/%s"
-                        % (need.kind, prerequisites.KUEUE_GROUP, " or ".join(prerequisites.KUEUE_VERSIONS),
+                        % (need.kind, prerequisites.KUEUE_GROUP, "/".join(prerequisites.KUEUE_VERSIONS),
                            need.namespace, need.name))
             found = cluster.get(Resource(prerequisites.KUEUE_GROUP, version, "localqueues"), need.name, need.namespace)
             answers[where] = found or None

@@ -32,7 +32,7 @@ EVENT_SOURCE = "EventSource"
 # not exist is held suspended by Kueue, its gang never starts.
 LOCAL_QUEUE = "LocalQueue"
 KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # LocalQueue's API versions, newest first (v1beta2 from Kueue 0.15)
+KUEUE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # LocalQueue's API versions in Kueue's releases, newest first
 
 
 @dataclass(frozen=True, order=True)

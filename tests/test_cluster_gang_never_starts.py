@@ -122,6 +122,6 @@ def test_a_gang_naming_a_kueue_queue_is_not_deployed_on_a_cluster_without_kueue(
     [line] = [ln for ln in refused.stderr.splitlines() if ln.startswith("mfargo:")]
     ns = cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
     assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue API "
-                    "(localqueues in kueue.x-k8s.io v1beta2 or v1beta1: install Kueue), for LocalQueue %s/team-a" % ns)
+                    "(localqueues in kueue.x-k8s.io v1/v1beta2/v1beta1: install Kueue), for LocalQueue %s/team-a" % ns)
     assert kubectl(cluster_env, "get", "workflowtemplates", "-n", ns, "-o", "name").split().count(
         "workflowtemplate.argoproj.io/gangqueuedflow") == 0

@@ -114,7 +114,7 @@ def test_a_gang_naming_a_kueue_queue_needs_that_local_queue(kube, tmp_path):  # 
     env = Env(kube, tmp_path, gang_flow("QueuedFlow", '@jobset(queue="team-a")'))
     line = one_line_error(env.create(check=False))
     assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue API "
-                    "(localqueues in kueue.x-k8s.io v1beta2 or v1beta1: install Kueue), for LocalQueue ns1/team-a")
+                    "(localqueues in kueue.x-k8s.io v1/v1beta2/v1beta1: install Kueue), for LocalQueue ns1/team-a")
     kube.served[KUEUE_V1BETA1] = {"localqueues": "LocalQueue"}  # an older Kueue
     line = one_line_error(env.create(check=False))
     assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue ns1/team-a "
