@@ -14,15 +14,16 @@ from pathlib import Path
 import layout
 from proc import run
 
-# name: (CN, O or None, SANs or None for a client certificate)
+# name: (CN, O or None): a client certificate, and a kubeconfig but for the API server's own.
 CLIENTS = {
     "admin": ("mfargo-e2e-admin", "system:masters"),
     "kube-controller-manager": ("system:kube-controller-manager", None),
     "kube-scheduler": ("system:kube-scheduler", None),
-    "kubelet": (f"system:node:{layout.NODE_NAME}", "system:nodes"),
+    **{node.part("kubelet"): (f"system:node:{node.name}", "system:nodes") for node in layout.NODES},
     "kube-proxy": ("system:kube-proxy", None),
     "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", "system:masters"),
 }
+KUBECONFIGS = [name for name in CLIENTS if name != "apiserver-kubelet-client"]
 
 
 def pki(name: str) -> Path:
@@ -51,9 +52,15 @@ def serving(name: str, cn: str, sans: list[str]) -> None:
           f"extendedKeyUsage=serverAuth\nsubjectAltName={alt}\n")
 
 
+def made() -> bool:
+    """Whether make_all made what this version of the cluster needs (pki outlives `down`)."""
+    return all(kubeconfig(name).exists() for name in KUBECONFIGS)
+
+
 def make_all() -> None:
     """Every certificate and key the parts need, and a kubeconfig per client."""
     pki("").mkdir(parents=True, exist_ok=True)
+    pki("registry.crt").unlink(missing_ok=True)  # signed by the CA made anew here: registry.serve makes it again
     _key(pki("ca.key"))
     run("certificates", ["openssl", "req", "-x509", "-new", "-key", pki("ca.key"), "-subj", "/CN=mfargo-e2e-ca",
                          "-days", "30", "-sha256", "-out", pki("ca.crt")])
@@ -62,13 +69,14 @@ def make_all() -> None:
     serving("apiserver", "kube-apiserver", [
         layout.NODE_IP, "127.0.0.1", layout.KUBERNETES_SERVICE_IP, "localhost", "kubernetes",
         "kubernetes.default", "kubernetes.default.svc", f"kubernetes.default.svc.{layout.CLUSTER_DOMAIN}"])
-    serving("kubelet-serving", layout.NODE_NAME, [layout.NODE_IP, layout.NODE_NAME])
+    for node in layout.NODES:
+        serving(node.part("kubelet-serving"), node.name, [node.ip, node.name])
     serving("jobset-webhook", "jobset-webhook", ["127.0.0.1"])
     for name, (cn, org) in CLIENTS.items():
         subject = f"/CN={cn}" + (f"/O={org}" if org else "")
         _sign(name, subject, "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
               "extendedKeyUsage=clientAuth\n")
-        if name != "apiserver-kubelet-client":
+        if name in KUBECONFIGS:
             write_kubeconfig(name)
 
 

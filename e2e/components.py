@@ -9,6 +9,7 @@ the controllers' network namespace. Each part logs to state/logs/<part>.log.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import ssl
 import subprocess
@@ -180,17 +181,18 @@ def s3_secret(bins, s3_env: dict) -> None:
 
 # --- the node -----------------------------------------------------------------------------
 
-def containerd_config(pause: str, cni_dir: Path) -> Path:
-    root = layout.cache("containerd")  # the image store outlives `down`: a warm start imports nothing
+def containerd_config(node: layout.Node, pause: str, cni_dir: Path) -> Path:
+    root = layout.cache(node.part("containerd"))  # the image store outlives `down`: a warm start imports nothing
     root.mkdir(parents=True, exist_ok=True)
+    sock = node.containerd_sock
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     text = f"""version = 2
 root = "{root}"
-state = "{layout.state('containerd', 'run')}"
+state = "{layout.state(node.part('containerd'), 'run')}"
 [grpc]
-  address = "{layout.CONTAINERD_SOCK}"
+  address = "{sock}"
 [ttrpc]
-  address = "{layout.CONTAINERD_SOCK}.ttrpc"
+  address = "{sock}.ttrpc"
 [metrics]
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
@@ -212,37 +214,42 @@ state = "{layout.state('containerd', 'run')}"
   bin_dir = "/usr/lib/cni"
   conf_dir = "{cni_dir}"
 """ + registry.containerd_tls()
-    out = layout.state("containerd", "config.toml")
+    out = layout.state(node.part("containerd"), "config.toml")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return out
 
 
-def ctr() -> list[str]:
-    return ["ctr", "--address", str(layout.CONTAINERD_SOCK), "--namespace", "k8s.io"]
+def ctr(node: layout.Node = layout.NODES[0]) -> list[str]:
+    return ["ctr", "--address", str(node.containerd_sock), "--namespace", "k8s.io"]
 
 
-def containerd(config: Path) -> None:
-    start("containerd", ["containerd", "--config", config, "--log-level", "warn"])
-    wait_ready("containerd", lambda: subprocess.run([*ctr(), "version"], capture_output=True,
-                                                    timeout=5).returncode == 0, 30, "ctr version")
+def containerd(node: layout.Node, config: Path) -> None:
+    start(node.part("containerd"), ["containerd", "--config", config, "--log-level", "warn"])
+    wait_ready(node.part("containerd"), lambda: subprocess.run([*ctr(node), "version"], capture_output=True,
+                                                               timeout=5).returncode == 0, 30, "ctr version")
 
 
-def kubelet(bins) -> None:
+def kubelet(bins, node: layout.Node) -> None:
     p = certs.pki
+    part = node.part("kubelet")
     cfg = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": layout.NODE_IP, "port": 10250, "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1", "healthzPort": 10248,
-        "tlsCertFile": str(p("kubelet-serving.crt")), "tlsPrivateKeyFile": str(p("kubelet-serving.key")),
+        "address": node.ip, "port": 10250, "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1", "healthzPort": node.healthz_port,
+        "tlsCertFile": str(p(node.part("kubelet-serving") + ".crt")),
+        "tlsPrivateKeyFile": str(p(node.part("kubelet-serving") + ".key")),
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                            "x509": {"clientCAFile": str(p("ca.crt"))}},
         "authorization": {"mode": "AlwaysAllow"},
-        "containerRuntimeEndpoint": f"unix://{layout.CONTAINERD_SOCK}",
+        "containerRuntimeEndpoint": f"unix://{node.containerd_sock}",
         "cgroupDriver": "cgroupfs", "failCgroupV1": False, "failSwapOn": False,
+        # Each kubelet removes the pod cgroups it does not know below its root: one root per node.
+        "cgroupRoot": _cgroup_root(node.cgroup_root),
         "clusterDNS": [layout.NODE_IP], "clusterDomain": layout.CLUSTER_DOMAIN,
         "resolvConf": str(_pod_resolv_conf()),
-        "podLogsDir": str(layout.state("kubelet", "pod-logs")),
+        "podLogsDir": str(layout.state(part, "pod-logs")),
+        "registerWithTaints": list(node.taints),
         # A shared development machine: never evict for its disk or memory, never delete our images.
         "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                          "nodefs.inodesFree": "1%"},
@@ -251,13 +258,48 @@ def kubelet(bins) -> None:
         "syncFrequency": "10s", "fileCheckFrequency": "10s", "nodeStatusUpdateFrequency": "5s",
         "logging": {"format": "text"},
     }
-    path = layout.state("kubelet", "config.json")
+    path = layout.state(part, "config.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(cfg, indent=1))
-    start("kubelet", [bins["kubelet"], "--config", path, "--kubeconfig", certs.kubeconfig("kubelet"),
-                      "--node-ip", layout.NODE_IP, "--hostname-override", layout.NODE_NAME,
-                      "--root-dir", layout.state("kubelet", "root"), "--cert-dir", layout.state("kubelet", "pki"),
-                      "--v", "1"])
+    start(part, [bins["kubelet"], "--config", path, "--kubeconfig", certs.kubeconfig(part),
+                 "--node-ip", node.ip, "--hostname-override", node.name,
+                 "--root-dir", layout.state(part, "root"), "--cert-dir", layout.state(part, "pki"),
+                 "--v", "1"])
+
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+
+
+def _cgroup_root(root: str) -> str:
+    """``root`` made in every cgroup hierarchy (kubelet wants it to exist); cpuset's CPUs and
+    memory nodes copied from the top, or nothing below it could run."""
+    if root == "/":
+        return root
+    unified = (CGROUP_FS / "cgroup.controllers").exists()
+    for hierarchy in [CGROUP_FS] if unified else [d for d in CGROUP_FS.iterdir() if os.path.ismount(d)]:
+        made = hierarchy / root.strip("/")
+        made.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if (hierarchy / name).exists() and not unified and not (made / name).read_text().strip():
+                (made / name).write_text((hierarchy / name).read_text())
+    return root
+
+
+def remove_cgroup_roots() -> None:
+    """The cgroup trees _cgroup_root made, deepest first, once their pods are gone; a busy one stays."""
+    for node in layout.NODES:
+        if node.cgroup_root == "/":
+            continue
+        for hierarchy in (CGROUP_FS, *CGROUP_FS.iterdir()):
+            top = hierarchy / node.cgroup_root.strip("/")
+            if not top.is_dir():
+                continue
+            below = sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True)
+            for d in [*below, top]:
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
 
 
 def _pod_resolv_conf() -> Path:
@@ -272,7 +314,7 @@ def kube_proxy(bins) -> None:
     cfg = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(certs.kubeconfig("kube-proxy"))},
-        "mode": "iptables", "clusterCIDR": layout.POD_CIDR, "hostnameOverride": layout.NODE_NAME,
+        "mode": "iptables", "clusterCIDR": layout.POD_NETWORK, "hostnameOverride": layout.NODE_NAME,
         "bindAddress": layout.NODE_IP, "healthzBindAddress": "127.0.0.1:10256",
         "metricsBindAddress": "127.0.0.1:10249", "nodePortAddresses": [f"{layout.NODE_IP}/32"],
         # Pod -> Service -> pod on one bridge without br_netfilter: the reply must come back via the host.
@@ -303,13 +345,13 @@ def coredns(bins) -> None:
     start("coredns", [bins["coredns"], "-conf", corefile], cwd=corefile.parent)
 
 
-def wait_node_ready(bins) -> None:
+def wait_node_ready(bins, node: layout.Node) -> None:
     def ready() -> bool:
         out = subprocess.run([bins["kubectl"], "--kubeconfig", layout.ADMIN_KUBECONFIG, "get", "node",
-                              layout.NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"],
+                              node.name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"],
                              capture_output=True, text=True, timeout=10).stdout
         return out.strip() == "True"
-    wait_ready("kubelet", ready, 120, f"node {layout.NODE_NAME} Ready")
+    wait_ready(node.part("kubelet"), ready, 120, f"node {node.name} Ready")
 
 
 # --- workflow and gang controllers ----------------------------------------------------------

@@ -2,12 +2,14 @@
 
 Two trees: the cache (binaries, images, containerd's image store; kept across `down`, keyed by
 version) and the state of one running cluster (certificates, configs, logs, pid files; made anew
-by every cold `up`). Every address is on loopback or on the cluster's own bridge, `mfe2e0`.
+by every cold `up`). Every address is on loopback or on the cluster's own bridges (`mfe2e0`, and
+`mfe2e1` for the second node).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import build
@@ -45,6 +47,7 @@ SERVICE_CIDR = "10.78.0.0/24"
 KUBERNETES_SERVICE_IP = "10.78.0.1"
 NODE_NAME = "mfe2e-node"
 CLUSTER_DOMAIN = "cluster.local"
+POD_NETWORK = "10.77.0.0/16"  # every node's pods
 
 APISERVER_PORT = 6443
 APISERVER_URL = f"https://{NODE_IP}:{APISERVER_PORT}"
@@ -75,5 +78,39 @@ def log(part: str) -> Path:
     return state("logs", f"{part}.log")
 
 
-CONTAINERD_SOCK = state("containerd", "containerd.sock")
 ADMIN_KUBECONFIG = cache("pki", "admin.kubeconfig")
+
+# Only pods that tolerate it run on the second node: every test not about placement keeps the
+# one-node cluster it was written for.
+SECOND_NODE_TAINT = {"key": "mfargo-e2e/second-node", "value": "true", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class Node:
+    """A kubelet with its own containerd, bridge, pod addresses and cgroup tree, on this machine.
+    The first node's parts keep their plain names (`kubelet`, `containerd`); the services the
+    pods use (API server, DNS, S3, metadata, registry) listen on the first node's address."""
+
+    name: str
+    ip: str  # on its own bridge
+    bridge: str
+    pod_cidr: str
+    pod_range: tuple[str, str]
+    suffix: str = ""  # of its parts' names
+    healthz_port: int = 10248  # kubelet's, on 127.0.0.1
+    cgroup_root: str = "/"
+    taints: tuple[dict, ...] = ()
+
+    def part(self, name: str) -> str:
+        return name + self.suffix
+
+    @property
+    def containerd_sock(self) -> Path:
+        return state(self.part("containerd"), "containerd.sock")
+
+
+NODES = (
+    Node(NODE_NAME, NODE_IP, BRIDGE, POD_CIDR, POD_RANGE),
+    Node("mfe2e-node2", "10.77.1.1", "mfe2e1", "10.77.1.0/24", ("10.77.1.10", "10.77.1.200"), suffix="-node2",
+         healthz_port=10246, cgroup_root="/mfe2e-node2", taints=(SECOND_NODE_TAINT,)),
+)

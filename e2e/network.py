@@ -1,11 +1,13 @@
-"""The cluster's own network: a bridge for the node and its pods, a namespace for the controllers.
+"""The cluster's own network: a bridge per node for it and its pods, a namespace for the controllers.
 
-- Bridge `mfe2e0` holds the node's address (kubelet's --node-ip may not be loopback, and this
-  kernel has no dummy interfaces); the CNI bridge plugin attaches the pods to it.
-- Network namespace `mfe2e-ctrl`, joined to the bridge by a veth pair: the workflow-controller
-  runs there because it binds :6060 on every interface, whatever its flags.
-- Forwarding is on (the host routes pod -> Service -> pod), but a FORWARD chain of ours drops
-  everything that would leave the bridge: pods reach only the bridge and the host.
+- Each node's bridge (`mfe2e0`, `mfe2e1`) holds the node's address (kubelet's --node-ip may not
+  be loopback, and this kernel has no dummy interfaces); the CNI bridge plugin attaches the
+  node's pods to it. The host routes between the bridges: a pod reaches the other node's pods.
+- Network namespace `mfe2e-ctrl`, joined to the first bridge by a veth pair: the
+  workflow-controller runs there because it binds :6060 on every interface, whatever its flags.
+- Forwarding is on (the host routes pod -> Service -> pod, bridge to bridge), but a FORWARD
+  chain of ours drops everything that would leave the bridges: pods reach only the bridges and
+  the host.
 `down` undoes each of these, and puts ip_forward back as it found it.
 """
 
@@ -39,12 +41,13 @@ def _netns_exists(name: str) -> bool:
 
 
 def up() -> None:
-    """Create the bridge, the controllers' namespace and the forwarding rules (idempotent)."""
+    """Create the bridges, the controllers' namespace and the forwarding rules (idempotent)."""
+    for node in layout.NODES:
+        if not _link_exists(node.bridge):
+            _ip("link", "add", node.bridge, "type", "bridge")
+            _ip("addr", "add", f"{node.ip}/{node.pod_cidr.split('/')[1]}", "dev", node.bridge)
+        _ip("link", "set", node.bridge, "up")
     prefix = layout.POD_CIDR.split("/")[1]
-    if not _link_exists(layout.BRIDGE):
-        _ip("link", "add", layout.BRIDGE, "type", "bridge")
-        _ip("addr", "add", f"{layout.NODE_IP}/{prefix}", "dev", layout.BRIDGE)
-    _ip("link", "set", layout.BRIDGE, "up")
     if not _netns_exists(layout.CTRL_NETNS):
         _ip("netns", "add", layout.CTRL_NETNS)
     if not _link_exists(layout.CTRL_VETH):
@@ -68,26 +71,27 @@ def _iptables(*args: str) -> bool:
 
 
 def _forward_rules() -> None:
-    """Traffic may be forwarded bridge to bridge only (pod -> Service -> pod); nothing leaves it."""
+    """Traffic may be forwarded between the bridges only (pod -> Service -> pod); nothing leaves them."""
     if not _iptables("-N", CHAIN):
         _iptables("-F", CHAIN)
-    for rule in (["-i", layout.BRIDGE, "-o", layout.BRIDGE, "-j", "ACCEPT"],
-                 ["-i", layout.BRIDGE, "-j", "DROP"],
-                 ["-o", layout.BRIDGE, "-j", "DROP"]):
+    bridges = [node.bridge for node in layout.NODES]
+    rules = [["-i", a, "-o", b, "-j", "ACCEPT"] for a in bridges for b in bridges]
+    rules += [[way, bridge, "-j", "DROP"] for bridge in bridges for way in ("-i", "-o")]
+    for rule in rules:
         run("network", ["iptables", "-w", "5", "-A", CHAIN, *rule])
     if not _iptables("-C", "FORWARD", "-j", CHAIN):
         run("network", ["iptables", "-w", "5", "-I", "FORWARD", "1", "-j", CHAIN])
 
 
-def cni_config() -> Path:
-    """The CNI network for the pods: the bridge plugin on our bridge, host-local addresses."""
-    d = layout.state("cni", "net.d")
+def cni_config(node: layout.Node) -> Path:
+    """The CNI network for a node's pods: the bridge plugin on its bridge, host-local addresses."""
+    d = layout.state(node.part("cni"), "net.d")
     d.mkdir(parents=True, exist_ok=True)
     conf = {"cniVersion": "1.0.0", "name": "mfe2e", "plugins": [
-        {"type": "bridge", "bridge": layout.BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-         "ipam": {"type": "host-local", "dataDir": str(layout.state("cni", "ipam")),
-                  "ranges": [[{"subnet": layout.POD_CIDR, "rangeStart": layout.POD_RANGE[0],
-                               "rangeEnd": layout.POD_RANGE[1], "gateway": layout.NODE_IP}]],
+        {"type": "bridge", "bridge": node.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+         "ipam": {"type": "host-local", "dataDir": str(layout.state(node.part("cni"), "ipam")),
+                  "ranges": [[{"subnet": node.pod_cidr, "rangeStart": node.pod_range[0],
+                               "rangeEnd": node.pod_range[1], "gateway": node.ip}]],
                   # Service IPs are routed via the host (kube-proxy); the FORWARD chain drops the rest.
                   "routes": [{"dst": "0.0.0.0/0"}]}}]}
     tmp = d / ".10-mfe2e.conflist.tmp"  # containerd watches the directory: write whole files only
@@ -128,5 +132,6 @@ def down() -> None:
         _ip("netns", "delete", layout.CTRL_NETNS, check=False)  # takes the veth pair with it
     if _link_exists(layout.CTRL_VETH):
         _ip("link", "delete", layout.CTRL_VETH, check=False)
-    if _link_exists(layout.BRIDGE):
-        _ip("link", "delete", layout.BRIDGE, check=False)
+    for node in layout.NODES:
+        if _link_exists(node.bridge):
+            _ip("link", "delete", node.bridge, check=False)

@@ -58,7 +58,8 @@ def test_gangs_that_never_start_end_at_their_deadline_with_the_cause(cluster_env
         runs = {"pull": start(unpullable), "schedule": start(unschedulable)}
         wfs = {what: wait_workflow(cluster_env, run, timeout=420) for what, run in runs.items()}
     causes = {"pull": r"never started: Failed: Failed to pull image \"%s\": .*401 Unauthorized" % re.escape(image),
-              "schedule": r"never started: FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu"}
+              "schedule": r"never started: FailedScheduling: 0/2 nodes are available: 1 Insufficient cpu, "
+                          r"1 node\(s\) had untolerated taint"}
     for what, wf in wfs.items():
         assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
         nodes = nodes_by_name(wf)

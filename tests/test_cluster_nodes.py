@@ -1,0 +1,78 @@
+"""Gangs on two nodes (e2e/cluster runs a second kubelet with its own containerd, bridge and pod
+addresses, tainted so that only pods tolerating it run there): ranks on different nodes meet
+over cluster DNS, `@jobset(exclusive_topology=...)` puts each job on a node of its own, a node
+selector with a toleration pins a gang to the second node, and a gang asking for more nodes
+than there are ends at its deadline with the reason. Where each rank ran is read from its pod."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from clustertools import failed_nodes, kubectl, wait_workflow
+from flowtools import gang_flow
+from test_cluster_e2e import read_run
+from test_cluster_gangs import MEET, SMALL, deployed, jobsets, nodes_by_name, write_flow
+
+pytestmark = pytest.mark.cluster
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def placed(decorators: str) -> str:
+    """MEET (ranks exchange numbers through the control's JobSet host name) with ``decorators``
+    in place of its @kubernetes. A rank may wait minutes for its node: with exclusive placement
+    JobSet keeps every other Job's pod, other tests' gangs included, off a node in use."""
+    assert SMALL in MEET and "wait=120" in MEET
+    return (MEET.replace(SMALL, decorators).replace("import FlowSpec,", "import FlowSpec, jobset,")
+            .replace("wait=120", "wait=480"))
+
+
+def tolerating(env: dict, **kubernetes: str) -> str:
+    toleration = {"key": env["MFARGO_E2E_SECOND_NODE_TAINT"], "operator": "Exists", "effect": "NoSchedule"}
+    args = "".join(", %s=%s" % (k, v) for k, v in kubernetes.items())
+    return "@kubernetes(cpu=0.25, memory=300, port=29500, tolerations=[%r]%s)" % (toleration, args)
+
+
+def rank_nodes(env: dict, jobset: str) -> dict[str, str]:
+    """Pod name -> the node it ran on, for the pods of ``jobset``."""
+    pods = json.loads(kubectl(env, "get", "pods", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
+                              "-l", "jobset.sigs.k8s.io/jobset-name=" + jobset))["items"]
+    return {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods}
+
+
+def test_gangs_spread_over_both_nodes_or_pinned_to_one_meet_over_dns(cluster_env, tmp_path):
+    first, second = cluster_env["MFARGO_E2E_NODES"].split()
+    spread = write_flow(tmp_path, "GangSpreadFlow", placed(
+        tolerating(cluster_env) + '\n    @jobset(exclusive_topology="%s")' % HOSTNAME))
+    pinned = write_flow(tmp_path, "GangPinnedFlow", placed(tolerating(cluster_env, node_selector={HOSTNAME: second})))
+    with deployed(cluster_env, spread, pinned) as start:
+        runs = {"spread": start(spread), "pinned": start(pinned)}
+        wfs = {what: wait_workflow(cluster_env, run, timeout=600) for what, run in runs.items()}
+        where, got = {}, {}
+        for what, run in runs.items():
+            assert wfs[what]["status"]["phase"] == "Succeeded", (what, failed_nodes(wfs[what]))
+            [js] = [j["metadata"]["name"] for j in jobsets(cluster_env, run)]
+            where[what] = sorted(rank_nodes(cluster_env, js).values())
+            flow = "GangSpreadFlow" if what == "spread" else "GangPinnedFlow"
+            got[what] = read_run(cluster_env, "%s/%s" % (flow, run), "{'ok': run.successful, 'got': run['join'].task.data.got}")
+    assert where == {"spread": sorted([first, second]), "pinned": [second, second]}, where
+    for what in runs:
+        assert got[what] == {"ok": True, "got": [[0, 2, 1], [1, 2, 1]]}, (what, got)
+
+
+def test_a_gang_wanting_more_nodes_than_there_are_ends_at_its_deadline_with_the_reason(cluster_env, tmp_path):
+    """Three jobs, each wanting a node of its own, two nodes: two ranks run (and end at once:
+    a finished pod holds no node), the third is never scheduled; the step's @timeout ends the
+    gang, and the report names that rank and the scheduler's reason."""
+    flow = write_flow(tmp_path, "GangCrowdedFlow", gang_flow(
+        "GangCrowdedFlow", tolerating(cluster_env).replace(", port=29500", "")
+        + '\n@jobset(exclusive_topology="%s")\n@timeout(seconds=60)' % HOSTNAME, num_parallel=3))
+    with deployed(cluster_env, flow) as start:
+        wf = wait_workflow(cluster_env, start(flow), timeout=420)
+    assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
+    [report] = nodes_by_name(wf)["train-Failure-report"]
+    assert re.search(r"gang step train: rank \d \(\w+\) failed first: DeadlineExceeded, no exit code: never "
+                     r"started: FailedScheduling: 0/2 nodes are available: 2 node\(s\) didn't match pod anti-affinity",
+                     report["message"]), report["message"]
