@@ -96,9 +96,9 @@ def _descendants(pids: set[int]) -> set[int]:
     return out
 
 
-def test_cluster_listens_only_on_loopback_and_its_bridge(cluster_env):
+def test_cluster_listens_only_on_loopback_and_its_bridges(cluster_env):
     """Every socket the cluster's processes listen on in the host's network namespace is on
-    loopback or the bridge's address (the workflow-controller's :6060 is in its own namespace)."""
+    loopback or a node's bridge address (the workflow-controller's :6060 is in its own namespace)."""
     pids_dir = STATE / "pids"
     ours = _descendants({int(p.read_text().split()[0]) for p in pids_dir.glob("*.pid")})
     out = subprocess.run(["ss", "-Hltunp"], capture_output=True, text=True, check=True).stdout
@@ -110,8 +110,9 @@ def test_cluster_listens_only_on_loopback_and_its_bridge(cluster_env):
         if owners & ours:
             seen.append(local)
             host = local.rsplit(":", 1)[0].strip("[]")
-            assert host in ("127.0.0.1", "::1", "10.77.0.1"), f"{local} ({users})"
+            assert host in ("127.0.0.1", "::1", "10.77.0.1", "10.77.1.1"), f"{local} ({users})"
     assert any(s.startswith("10.77.0.1:") for s in seen) and any(s.startswith("127.0.0.1:") for s in seen), seen
+    assert "10.77.1.1:10250" in seen, seen  # the second node's kubelet
 
 
 @ON_EVERY_ARGO
