@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from . import events as ev
 from . import include_files, local_datastore, readback, workdir
 from .interpreter import check_interpreter
-from .model import WorkflowError, load_document
+from .model import WorkflowError, parse_document
 from .readback import ENDPOINT_VAR
 from .slots import machine_cores
 
@@ -210,7 +210,7 @@ def _main(args: argparse.Namespace, started: float) -> int:
             shutil.rmtree(work_dir, ignore_errors=True)
         return 2
     try:  # read within --timeout and the YAML bounds, before any server or pod starts
-        document = load_document(text, started + args.timeout if args.timeout else None)  # read once
+        document = parse_document(text, started + args.timeout if args.timeout else None)  # read once
         params = include_file_paths_absolute(document, params)
     except WorkflowError as e:
         print(f"mfargo run: {e}", file=sys.stderr)

@@ -42,9 +42,13 @@ def load_document(source: Any, deadline: float | None = None) -> dict:
     if isinstance(source, dict):
         return copy.deepcopy(source)
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source):
-        text = Path(source).read_text()
-    else:
-        text = str(source)
+        source = Path(source).read_text()
+    return parse_document(str(source), deadline)
+
+
+def parse_document(text: str, deadline: float | None = None) -> dict:
+    """The Workflow/WorkflowTemplate dict in YAML ``text`` (load_document's parsing, for text
+    already read: an empty or one-line file is text, never a path)."""
     try:
         docs = [d for d in bounded_yaml.load_all(text, deadline) if d]
     except bounded_yaml.YamlError as e:

@@ -156,6 +156,15 @@ def test_yaml_nesting_past_the_limit_is_one_line(tmp_path, capsys):
     assert line.startswith("mfargo run: ") and f"nests deeper than {limits.MAX_YAML_DEPTH} levels" in line
 
 
+def test_an_empty_or_one_line_file_is_read_as_yaml_not_as_a_path(tmp_path, capsys):
+    # The file's text once went back through load_document's "a one-line string is a path":
+    # an empty file opened "." (IsADirectoryError, a traceback).
+    line = _refused_before_any_pod(tmp_path, capsys, "")
+    assert line == "mfargo run: no Workflow or WorkflowTemplate document found"
+    line = _refused_before_any_pod(tmp_path, capsys, '{"kind": "ConfigMap"}')
+    assert line == "mfargo run: no Workflow or WorkflowTemplate document found"
+
+
 def test_yaml_size_past_the_limit_is_one_line(tmp_path, capsys):
     text = "kind: Workflow\n#" + "x" * limits.MAX_YAML_BYTES + "\n"
     line = _refused_before_any_pod(tmp_path, capsys, text)
