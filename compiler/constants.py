@@ -83,6 +83,7 @@ class JobSetKey:
     JOBSET_NAME: Final = contract.JOBSET_NAME_LABEL
     EXCLUSIVE_TOPOLOGY: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
     KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"  # Kueue's label, read on the JobSet
+    KUEUE_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"  # names a WorkloadPriorityClass
     API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
     KIND: Final = "JobSet"
     # Every rank's container: `argo logs WORKFLOW` lists pods by the workflow label and

@@ -178,6 +178,9 @@ def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
     queue, topology = deco.attributes.get("queue") or None, deco.attributes.get("exclusive_topology") or None
     if queue is not None:  # a label value on the JobSet (Kueue's queue-name label)
         rules.labels(step, "jobset", "queue", {JobSetKey.KUEUE_QUEUE: queue})
+    priority = deco.attributes.get("priority_class") or None
+    if priority is not None:  # a label value too, naming a cluster-wide WorkloadPriorityClass
+        rules.labels(step, "jobset", "priority_class", {JobSetKey.KUEUE_PRIORITY_CLASS: priority})
     if topology is not None:  # a node label key the JobSet controller places the gang by
         rules.labels(step, "jobset", "exclusive_topology", {topology: ""})
     max_restarts = rules.count(step, "jobset", "max_restarts", deco.attributes.get("max_restarts") or 0,
@@ -185,6 +188,7 @@ def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
     rules.attempts(step, "jobset", retry(step, decorators).total, max_restarts)
     return ir.GangPlacement(
         queue=queue,
+        priority_class=priority,
         exclusive_topology=topology,
         max_restarts=max_restarts,
         retry_on=_retry_on(deco),

@@ -123,9 +123,10 @@ class Retry:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GangPlacement:
-    """@jobset: Kueue queue, exclusive topology and whole-gang restarts of a @parallel step."""
+    """@jobset: Kueue queue and priority, exclusive topology and whole-gang restarts of a @parallel step."""
 
     queue: str | None = None
+    priority_class: str | None = None  # Kueue's WorkloadPriorityClass
     exclusive_topology: str | None = None
     max_restarts: int = 0
     retry_on: tuple[str, ...] = contract.RETRY_ON_DEFAULT  # pod failures that restart the gang

@@ -182,6 +182,16 @@ class Cluster:
                 return None
             raise
 
+    def get_cluster_scoped(self, res: Resource, name: str) -> dict | None:
+        """A cluster-scoped object, or None if it does not exist."""
+        try:
+            return self._call("get %s %s" % (res.plural, name), "get_cluster_custom_object",
+                              res.group, res.version, res.plural, name)
+        except ClusterError as e:
+            if e.status == 404:
+                return None
+            raise
+
     def create(self, res: Resource, body: dict, namespace: str | None = None) -> dict:
         name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName", "")
         return self._call(

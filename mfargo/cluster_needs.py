@@ -36,27 +36,33 @@ def _missing(cluster: Cluster, need, answers: dict) -> str | None:
             answers[where] = cluster.secret_keys(need.name, need.namespace)
         elif need.kind == "ServiceAccount":
             answers[where] = cluster.has_service_account(need.name, need.namespace) or None
-        elif need.kind == prerequisites.LOCAL_QUEUE:
+        elif need.kind in prerequisites.KUEUE_PLURALS:
             version = _kueue_version(cluster, answers)
             if version is None:
-                return ("no %s API (localqueues in %s %s: install Kueue), for LocalQueue %s/%s"
-                        % (need.kind, prerequisites.KUEUE_GROUP, "/".join(prerequisites.KUEUE_VERSIONS),
-                           need.namespace, need.name))
-            found = cluster.get(Resource(prerequisites.KUEUE_GROUP, version, "localqueues"), need.name, need.namespace)
+                return ("no %s API (%s in %s %s: install Kueue), for %s"
+                        % (need.kind, prerequisites.KUEUE_PLURALS[need.kind], prerequisites.KUEUE_GROUP,
+                           "/".join(prerequisites.KUEUE_VERSIONS), need.describe()))
+            res = Resource(prerequisites.KUEUE_GROUP, version, prerequisites.KUEUE_PLURALS[need.kind])
+            if need.namespace == prerequisites.CLUSTER_SCOPED:
+                found = cluster.get_cluster_scoped(res, need.name)
+            else:
+                found = cluster.get(res, need.name, need.namespace)
             answers[where] = found or None
         else:  # an Argo Events object
             found = cluster.get(Resource(ARGO_GROUP, ARGO_VERSION, PLURALS[need.kind]), need.name, need.namespace)
             answers[where] = found or None
     if answers[where] is None:
-        hint = " (named by @jobset(queue=...))" if need.kind == prerequisites.LOCAL_QUEUE else ""
-        return "no %s %s/%s%s" % (need.kind, need.namespace, need.name, hint)
+        hint = {prerequisites.LOCAL_QUEUE: " (named by @jobset(queue=...))",
+                prerequisites.WORKLOAD_PRIORITY_CLASS: " (named by @jobset(priority_class=...))"}.get(need.kind, "")
+        named = need.name if need.namespace == prerequisites.CLUSTER_SCOPED else "%s/%s" % (need.namespace, need.name)
+        return "no %s %s%s" % (need.kind, named, hint)
     if need.key and need.key not in answers[where]:
         return "%s %s/%s has no key %s" % (need.kind, need.namespace, need.name, need.key)
     return None
 
 
 def _kueue_version(cluster: Cluster, answers: dict) -> str | None:
-    """The newest LocalQueue API version the cluster serves (asked once), or None: no Kueue."""
+    """The newest Kueue API version the cluster serves (its LocalQueues, asked once), or None: no Kueue."""
     if prerequisites.KUEUE_GROUP not in answers:
         answers[prerequisites.KUEUE_GROUP] = next(
             (v for v in prerequisites.KUEUE_VERSIONS

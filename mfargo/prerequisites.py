@@ -31,6 +31,11 @@ EVENT_SOURCE = "EventSource"
 # The Kueue queue a JobSet's label names (@jobset(queue=...)): a JobSet naming a queue that does
 # not exist is held suspended by Kueue, its gang never starts.
 LOCAL_QUEUE = "LocalQueue"
+# The Kueue priority a JobSet's label names (@jobset(priority_class=...)): Kueue refuses to make
+# the Workload of a JobSet naming a WorkloadPriorityClass that does not exist, so it never starts.
+WORKLOAD_PRIORITY_CLASS = "WorkloadPriorityClass"
+CLUSTER_SCOPED = "(cluster)"  # the namespace of a Need for a cluster-scoped object
+KUEUE_PLURALS = {LOCAL_QUEUE: "localqueues", WORKLOAD_PRIORITY_CLASS: "workloadpriorityclasses"}
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # LocalQueue's API versions in Kueue's releases, newest first
 
@@ -38,7 +43,8 @@ KUEUE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # LocalQueue's API versions in Ku
 @dataclass(frozen=True, order=True)
 class Need:
     """An object that must exist: a Secret (with ``key``, when one is read), a ServiceAccount,
-    an Argo Events EventBus/EventSource, a Kueue LocalQueue in ``namespace``; or a served API kind (``namespace``
+    an Argo Events EventBus/EventSource, a Kueue LocalQueue in ``namespace``, a Kueue
+    WorkloadPriorityClass (``namespace`` CLUSTER_SCOPED); or a served API kind (``namespace``
     empty, ``name`` = group/version, ``key`` = plural)."""
 
     kind: str
@@ -53,6 +59,8 @@ class Need:
     def describe(self) -> str:
         if self.is_api:
             return "%s API (%s in %s: install its CRD and controller)" % (self.kind, self.key, self.name)
+        if self.namespace == CLUSTER_SCOPED:
+            return "%s %s" % (self.kind, self.name)
         what = "%s %s/%s" % (self.kind, self.namespace, self.name)
         return what + (" key %s" % self.key if self.key else "")
 
@@ -95,6 +103,7 @@ def _walk(node: Any, ns: str) -> Iterator[Need]:
         labels = node["metadata"].get("labels")
         if isinstance(labels, dict):
             yield from _named(LOCAL_QUEUE, ns, labels.get(JobSetKey.KUEUE_QUEUE))
+            yield from _named(WORKLOAD_PRIORITY_CLASS, CLUSTER_SCOPED, labels.get(JobSetKey.KUEUE_PRIORITY_CLASS))
     for key, value in node.items():
         if key == "serviceAccountName" and isinstance(value, str):
             yield from _named("ServiceAccount", ns, value)

@@ -72,7 +72,8 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
         annotations[Label.ATTEMPT] = common.attempt_tag(step.retry)
     pod_metadata = {"labels": labels, "annotations": annotations}
     placement = step.gang.placement
-    jobset_labels = {**labels, JobSetKey.KUEUE_QUEUE: placement.queue} if placement.queue else labels
+    kueue = {JobSetKey.KUEUE_QUEUE: placement.queue, JobSetKey.KUEUE_PRIORITY_CLASS: placement.priority_class}
+    jobset_labels = {**labels, **{k: v for k, v in kueue.items() if v}}
     jobset_annotations = annotations
     if placement.exclusive_topology:
         jobset_annotations = {**annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}

@@ -30,7 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-PATH = re.compile(r"^(?:/apis/(?P<group>[^/]+)|/api)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
+# A namespaced object's path, or (no ``ns``) a cluster-scoped one's.
+PATH = re.compile(r"^(?:/apis/(?P<group>[^/]+)|/api)/(?P<version>[^/]+)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)"
                   r"(?:/(?P<name>[^/]+))?$")
 DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)$")
 ARGO_KINDS = {"workflows": "Workflow", "workflowtemplates": "WorkflowTemplate", "cronworkflows": "CronWorkflow",
@@ -102,10 +103,11 @@ class FakeKube:
         return path
 
     def put(self, obj: dict, group="argoproj.io", version="v1alpha1", plural=None, namespace="default") -> dict:
-        """Seed an object as if someone else had created it."""
+        """Seed an object as if someone else had created it (``namespace`` None: cluster-scoped)."""
         plural = plural or obj["kind"].lower() + "s"
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", namespace)
+        if namespace is not None:
+            meta.setdefault("namespace", namespace)
         with self.lock:
             self.version += 1
             meta["resourceVersion"] = str(self.version)

@@ -132,6 +132,30 @@ def test_a_gang_naming_a_kueue_queue_needs_that_local_queue(kube, tmp_path):  # 
         "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns1/localqueues/team-a"]
 
 
+def test_a_gang_naming_a_kueue_priority_class_needs_that_class(kube, tmp_path):  # noqa: F811
+    """Kueue refuses to make the Workload of a JobSet naming a WorkloadPriorityClass that does not
+    exist (the gang would never start): `create` asks for it, cluster-wide, as Kueue's API serves it."""
+    env = Env(kube, tmp_path, gang_flow("UrgentFlow", '@jobset(queue="team-a", priority_class="urgent")'))
+    line = one_line_error(env.create(check=False))
+    assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue API "
+                    "(localqueues in kueue.x-k8s.io v1/v1beta2/v1beta1: install Kueue), for LocalQueue ns1/team-a; "
+                    "no WorkloadPriorityClass API (workloadpriorityclasses in kueue.x-k8s.io v1/v1beta2/v1beta1: "
+                    "install Kueue), for WorkloadPriorityClass urgent")
+    kube.served[KUEUE_V1BETA2] = {"localqueues": "LocalQueue", "workloadpriorityclasses": "WorkloadPriorityClass"}
+    kube.put({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "team-a"}},
+             group="kueue.x-k8s.io", version="v1beta2", plural="localqueues", namespace="ns1")
+    line = one_line_error(env.create(check=False))
+    assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no WorkloadPriorityClass "
+                    "urgent (named by @jobset(priority_class=...))")
+    assert kube.calls("GET", "workloadpriorityclasses")[-1].path == (
+        "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses/urgent")
+    assert not kube.names("workflowtemplates", "ns1")
+    kube.put({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "urgent"},
+              "value": 1000}, group="kueue.x-k8s.io", version="v1beta2", plural="workloadpriorityclasses", namespace=None)
+    env.create()
+    assert kube.names("workflowtemplates", "ns1") == ["urgentflow"]
+
+
 def test_the_local_queue_is_read_from_the_jobset_label(tmp_path):
     queued = prerequisites.needs(compile_source(tmp_path, gang_flow("QueuedFlow", '@jobset(queue="team-a")')), "ns1")
     plain = prerequisites.needs(compile_source(tmp_path, gang_flow("QueuedFlow")), "ns1")

@@ -191,6 +191,7 @@ def compile_gang(tmp_path, control):
     ("max_restarts=1.7", "max_restarts must be a whole number"),  # was 1
     ("max_restarts=2**31", "more than 2,147,483,647"),  # failurePolicy.maxRestarts: int32
     ("queue='team a'", "queue: label value 'team a'"),
+    ("priority_class='urgent!'", "priority_class: label value 'urgent!'"),
     ("exclusive_topology='bad key!'", "exclusive_topology: name 'bad key!'"),
 ])
 def test_jobset_values_the_cluster_would_refuse_are_one_line(tmp_path, jobset, message):

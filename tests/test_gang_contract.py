@@ -318,7 +318,7 @@ def test_catch_on_parallel_compiles_with_error_retries(tmp_path):
 
 
 JOBSET_PLACEMENT = gang_flow("G", """
-    @jobset(queue="team-a", exclusive_topology="cloud.google.com/gke-nodepool", max_restarts=2)
+    @jobset(queue="team-a", priority_class="urgent", exclusive_topology="cloud.google.com/gke-nodepool", max_restarts=2)
     @retry(times=1)
 """)
 
@@ -328,6 +328,9 @@ def test_jobset_decorator_places_and_restarts_the_gang(tmp_path):
     manifest = templates(doc)["train"]["resource"]["manifest"]
     js = yaml.safe_load(as_substituted(manifest))
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "urgent"
+    pod_labels = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
+    assert not {k for k in pod_labels if k.startswith("kueue.x-k8s.io/")}  # Kueue reads the JobSet's
     assert js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
     assert js["spec"]["failurePolicy"]["maxRestarts"] == 2
     # With restarts, the attempt is counted in the datastore (contiguous); the last user

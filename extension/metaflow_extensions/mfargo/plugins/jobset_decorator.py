@@ -1,13 +1,15 @@
 """`@jobset(...)`: how a @parallel step's gang is placed and restarted on Kubernetes.
 
-    @jobset(queue="team-a", exclusive_topology="cloud.google.com/gke-nodepool", max_restarts=2,
-            control={"cpu": 4, "memory": 16384, "gpu": 0})
+    @jobset(queue="team-a", priority_class="high", exclusive_topology="cloud.google.com/gke-nodepool",
+            max_restarts=2, control={"cpu": 4, "memory": 16384, "gpu": 0})
     @parallel
     @step
     def train(self): ...
 
 * ``queue``: a Kueue LocalQueue; the JobSet is labelled ``kueue.x-k8s.io/queue-name``
   so Kueue admits the whole gang at once.
+* ``priority_class``: a Kueue WorkloadPriorityClass (label ``kueue.x-k8s.io/priority-class``):
+  the order of admission in the queue, and which gang Kueue may preempt for another.
 * ``exclusive_topology``: a node label key; JobSet places each job on its own domain
   of that topology (annotation ``alpha.jobset.sigs.k8s.io/exclusive-topology``).
 * ``max_restarts``: JobSet restarts the whole gang up to this many times when a pod
@@ -32,7 +34,7 @@ from . import pod_contract as contract
 
 class JobSetDecorator(StepDecorator):
     name = "jobset"
-    defaults = {"queue": None, "exclusive_topology": None, "max_restarts": 0, "retry_on": None, "control": None}
+    defaults = {"queue": None, "priority_class": None, "exclusive_topology": None, "max_restarts": 0, "retry_on": None, "control": None}
 
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         if not any(getattr(d, "IS_PARALLEL", False) for d in decorators):
