@@ -107,6 +107,26 @@ def test_a_rank_that_never_ran_is_reported_with_why_its_pod_never_started():
     assert gang_failure.never_started("js-abc-worker-1", EVENTS) == ""
 
 
+def test_a_rank_that_never_started_is_named_before_started_ranks_that_waited_for_it():
+    """Three ranks, one node short: two started and waited for the third, whose pod no node could
+    hold; all three Jobs reached their deadline together and the JobSet named a started one. The
+    report names the rank that never started, and why (seen on the two-node test cluster)."""
+    crowded = [event("js-abc-worker-1-0-xyz", "FailedScheduling",
+                     "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.")]
+    jobs = [job("control", 0, "DeadlineExceeded"), job("worker", 0, "DeadlineExceeded"),
+            job("worker", 1, "DeadlineExceeded")]
+    named = jobset("jobset failed, first failed job: js-abc-worker-0")
+    first = gang_failure.first_failure(named, jobs, [])
+    assert (first.rank, first.said) == (1, "") and gang_failure.never_ran(first)
+    failure = gang_failure.first_failure(named, jobs, [], crowded)
+    assert (failure.rank, failure.role, failure.reason, failure.exit_code) == (2, "worker", "DeadlineExceeded", None)
+    assert failure.said == ("never started: FailedScheduling: 0/2 nodes are available: 2 node(s) didn't match pod "
+                            "anti-affinity rules.")
+    # A started rank that failed on its own (an exit code) stays the one named.
+    ran = gang_failure.first_failure(named, jobs, [pod("worker", 0, exit_code=1, reason="Error")], crowded)
+    assert (ran.rank, ran.exit_code) == (1, 1)
+
+
 def test_a_rank_that_ran_is_not_explained_by_events():
     ran = gang_failure.first_failure(jobset(), [job("control", 0, "DeadlineExceeded")],
                                      [pod("control", 0, exit_code=143, reason="Error")], EVENTS)

@@ -140,10 +140,25 @@ def never_ran(failure):
 
 def first_failure(jobset, jobs, pods, events=()):
     """The GangFailure of a Failed JobSet, or None when no Job of it failed. `events`: those
-    of the namespace's pods, read when the first failed rank never ran (never_ran)."""
+    of the namespace's pods, read when the first failed rank never ran (never_ran).
+
+    When one rank cannot start, the ranks that did wait for it, and every Job reaches its
+    deadline together: the rank whose pod never started is the cause, so it is named before
+    a started rank the JobSet happened to see fail first."""
     job = _first_failed_job(jobset, jobs)
     if job is None:
         return None
+    failure = _failure(jobset, job, pods, events)
+    if events and never_ran(failure):
+        deadline = [j for j in jobs if (_condition(j, "Failed") or {}).get("reason") == "DeadlineExceeded"]
+        for other in sorted(deadline, key=_rank):
+            explained = _failure(jobset, other, pods, events)
+            if explained.exit_code is None and explained.said:
+                return explained
+    return failure
+
+
+def _failure(jobset, job, pods, events):
     pod = _failed_pod(job, pods)
     status = jobset.get("status") or {}
     exit_code = _terminated(pod).get("exitCode") if pod else None
