@@ -16,7 +16,7 @@ from mfargo import k8s_syntax
 from . import decorators as decos
 from . import graph as graphs
 from . import ir, naming, parameters
-from .constants import RUN_USER, Env, Label
+from .constants import RUN_USER, Env, JobSetKey, Label
 from .errors import CompileError
 from .options import CompileOptions
 
@@ -94,7 +94,8 @@ def _gangs(shapes: dict, graph, options: CompileOptions) -> dict[str, ir.Gang]:
             gang = shape.inputs
             decorators = graph[gang.step].decorators
             compute = decos.compute(gang.step, decorators, options.default_image, options.namespace, options.pod_secrets)
-            gangs[gang.step] = replace(gang, placement=decos.placement(gang.step, decorators, compute))
+            placement = decos.placement(gang.step, decorators, compute, options.gang_priority_class)
+            gangs[gang.step] = replace(gang, placement=placement)
     return gangs
 
 
@@ -135,6 +136,8 @@ def _check_options(options: CompileOptions) -> None:
     if options.priority is not None:  # priority: int32
         rules.count(None, None, "--workflow-priority", options.priority, minimum=-rules.INT32_MAX - 1,
                     maximum=rules.INT32_MAX)
+    if options.gang_priority_class is not None:  # a label value on each gang's JobSet
+        rules.labels(None, None, "--gang-priority-class", {JobSetKey.KUEUE_PRIORITY_CLASS: options.gang_priority_class})
     if options.namespace is not None:
         rules.kubernetes_name("the Kubernetes namespace (METAFLOW_KUBERNETES_NAMESPACE)", options.namespace,
                               label=True)

@@ -169,18 +169,20 @@ def retry(step: str, decorators) -> ir.Retry:
     return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes)
 
 
-def placement(step: str, decorators, compute: ir.Compute) -> ir.GangPlacement:
-    """@jobset of a gang step; ``compute`` is the step's pod, which the control may change."""
+def placement(step: str, decorators, compute: ir.Compute, default_priority: str | None = None) -> ir.GangPlacement:
+    """@jobset of a gang step; ``compute`` is the step's pod, which the control may change;
+    ``default_priority``: `create --gang-priority-class`, for a step naming none."""
     deco = _find(decorators, "jobset")
     wait = _control_wait(step, decorators)
+    own = (deco.attributes.get("priority_class") if deco is not None else None) or None
+    if own is not None:  # a label value on the JobSet, naming a cluster-wide WorkloadPriorityClass
+        rules.labels(step, "jobset", "priority_class", {JobSetKey.KUEUE_PRIORITY_CLASS: own})
+    priority = own or default_priority
     if deco is None:
-        return ir.GangPlacement(control_wait_seconds=wait)
+        return ir.GangPlacement(control_wait_seconds=wait, priority_class=priority)
     queue, topology = deco.attributes.get("queue") or None, deco.attributes.get("exclusive_topology") or None
     if queue is not None:  # a label value on the JobSet (Kueue's queue-name label)
         rules.labels(step, "jobset", "queue", {JobSetKey.KUEUE_QUEUE: queue})
-    priority = deco.attributes.get("priority_class") or None
-    if priority is not None:  # a label value too, naming a cluster-wide WorkloadPriorityClass
-        rules.labels(step, "jobset", "priority_class", {JobSetKey.KUEUE_PRIORITY_CLASS: priority})
     if topology is not None:  # a node label key the JobSet controller places the gang by
         rules.labels(step, "jobset", "exclusive_topology", {topology: ""})
     max_restarts = rules.count(step, "jobset", "max_restarts", deco.attributes.get("max_restarts") or 0,

@@ -32,6 +32,7 @@ class CompileOptions:
     project: tuple[tuple[str, str], ...] = ()  # project_name, branch_name, project_flow_name
     default_image: str = "python:3.11"
     jobset_ttl_seconds: int = 3600
+    gang_priority_class: str | None = None  # --gang-priority-class: @jobset(priority_class=...)'s default
     cleanup: Cleanup = field(default_factory=lambda: Cleanup())
     emit_events: bool = False  # --auto-emit-argo-events: each task publishes metaflow.<flow>.<step>
     run_heartbeat: bool = False  # --enable-heartbeat-daemon: a daemon pod beats for the run (metadata service)

@@ -323,6 +323,25 @@ JOBSET_PLACEMENT = gang_flow("G", """
 """)
 
 
+def jobset_labels(doc: dict) -> dict:
+    return yaml.safe_load(as_substituted(templates(doc)["train"]["resource"]["manifest"]))["metadata"]["labels"]
+
+
+def test_gang_priority_class_option_is_every_gangs_default_and_the_decorator_wins(tmp_path):
+    """`create --gang-priority-class` labels every gang's JobSet for Kueue; a step's own
+    @jobset(priority_class=...) is kept; without either there is no label. A value Kubernetes
+    would refuse as a label is one line naming the option, nothing written."""
+    key = "kueue.x-k8s.io/priority-class"
+    plain, own = gang_flow("PlainFlow"), gang_flow("OwnFlow", '@jobset(priority_class="urgent")')
+    assert jobset_labels(compile_source(tmp_path, plain, "--gang-priority-class", "batch")[0])[key] == "batch"
+    assert jobset_labels(compile_source(tmp_path, own, "--gang-priority-class", "batch")[0])[key] == "urgent"
+    assert key not in jobset_labels(compile_source(tmp_path, plain)[0])
+    bad = compile_file(write_flow(tmp_path, plain), "--gang-priority-class", "no way", check=False)
+    assert bad.returncode != 0 and bad.stdout == "" and "Traceback" not in bad.stderr, bad.stderr
+    [line] = [ln for ln in bad.stderr.splitlines() if "--gang-priority-class" in ln]
+    assert "label value 'no way'" in line, line
+
+
 def test_jobset_decorator_places_and_restarts_the_gang(tmp_path):
     doc = compile_source(tmp_path, JOBSET_PLACEMENT, "--code-in-image", "/app")[0]
     manifest = templates(doc)["train"]["resource"]["manifest"]

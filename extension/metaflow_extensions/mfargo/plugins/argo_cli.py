@@ -76,6 +76,8 @@ def _check_graph(obj):
 @click.option("--jobset-version", default=versions.DEFAULT_JOBSET_VERSION, show_default=True, metavar="X.Y",
               help="JobSet release of the cluster: the gang's manifest is validated against its CRD "
                    "(v%d.%d or newer)." % versions.MIN_JOBSET)
+@click.option("--gang-priority-class", default=None, metavar="NAME",
+              help="Kueue WorkloadPriorityClass of every gang step without @jobset(priority_class=...).")
 @click.option("--workflow", "emit_workflow", is_flag=True, default=False,
               help="Also emit a `kind: Workflow` running the template (generateName: for `argo submit` "
                    "or `kubectl create`, which `kubectl apply` refuses).")
@@ -124,7 +126,7 @@ def _check_graph(obj):
               help="Write the workflow name to this file (Metaflow's Deployer API).")
 @click.pass_obj
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
-           workflow_timeout, workflow_priority, ttl_after_success, ttl_after_failure, pod_gc, argo_version, jobset_version, emit_workflow, service_account, check, graph, no_cache,
+           workflow_timeout, workflow_priority, ttl_after_success, ttl_after_failure, pod_gc, argo_version, jobset_version, gang_priority_class, emit_workflow, service_account, check, graph, no_cache,
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
            notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
@@ -154,7 +156,8 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
         options = inputs.compile_options(obj, code_in_image, tags, user_namespace, max_workers, workflow_timeout,
                                          workflow_priority, auto_emit_argo_events, enable_heartbeat_daemon)
         options = replace(options, title=workflow_title, description=workflow_description,
-                          cleanup=_cleanup(ttl_after_success, ttl_after_failure, pod_gc))
+                          cleanup=_cleanup(ttl_after_success, ttl_after_failure, pod_gc),
+                          gang_priority_class=gang_priority_class)
         token_request = (authorize, given_token, generate_new_token)
         deployment = _deployment(obj, deploying, token_request, replace_other) \
             if deploying or given_token or generate_new_token else None
