@@ -1,17 +1,19 @@
 """Gangs on two nodes (e2e/cluster runs a second kubelet with its own containerd, bridge and pod
 addresses, tainted so that only pods tolerating it run there): ranks on different nodes meet
 over cluster DNS, `@jobset(exclusive_topology=...)` puts each job on a node of its own, a node
-selector with a toleration pins a gang to the second node. Where each rank ran is read from
-its pod."""
+selector with a toleration pins a gang to the second node, and a gang asking for more nodes
+than there are ends at its deadline, its report naming the rank that could not start. Where
+each rank ran is read from its pod."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from clustertools import failed_nodes, kubectl, wait_workflow
 from test_cluster_e2e import read_run
-from test_cluster_gangs import MEET, SMALL, deployed, jobsets, write_flow
+from test_cluster_gangs import MEET, SMALL, deployed, jobsets, nodes_by_name, write_flow
 
 pytestmark = pytest.mark.cluster
 
@@ -58,3 +60,19 @@ def test_gangs_spread_over_both_nodes_or_pinned_to_one_meet_over_dns(cluster_env
     assert where == {"spread": sorted([first, second]), "pinned": [second, second]}, where
     for what in runs:
         assert got[what] == {"ok": True, "got": [[0, 2, 1], [1, 2, 1]]}, (what, got)
+
+
+def test_a_gang_wanting_more_nodes_than_there_are_ends_at_its_deadline_naming_the_rank_left_out(cluster_env, tmp_path):
+    """Three ranks, each wanting a node of its own, two nodes: two ranks start and wait for the
+    third (holding their nodes), which is never scheduled; the step's @timeout ends every Job at
+    once, and the report names the rank that never started and the scheduler's reason, not a
+    rank that was only waiting for it."""
+    flow = write_flow(tmp_path, "GangCrowdedFlow", placed(
+        tolerating(cluster_env) + '\n    @jobset(exclusive_topology="%s")\n    @timeout(seconds=60)' % HOSTNAME)
+        .replace("import FlowSpec,", "import FlowSpec, timeout,"))
+    with deployed(cluster_env, flow) as start:
+        wf = wait_workflow(cluster_env, start(flow, "--nodes", "3"), timeout=600)
+    assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
+    [report] = nodes_by_name(wf)["train-Failure-report"]
+    assert re.search(r"gang step train: rank \d \(\w+\) failed first: DeadlineExceeded, no exit code: never started: "
+                     r"FailedScheduling: 0/2 nodes are available: .*anti-affinity", report["message"]), report["message"]

@@ -14,7 +14,7 @@ a real cluster and the local runner.
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from . import pod_contract
 
@@ -142,19 +142,21 @@ def first_failure(jobset, jobs, pods, events=()):
     """The GangFailure of a Failed JobSet, or None when no Job of it failed. `events`: those
     of the namespace's pods, read when the first failed rank never ran (never_ran).
 
-    When one rank cannot start, the ranks that did wait for it, and every Job reaches its
-    deadline together: the rank whose pod never started is the cause, so it is named before
-    a started rank the JobSet happened to see fail first."""
+    When one rank cannot start, the ranks that did wait for it until the deadline: the rank
+    whose pod never started is the cause, so it is named (with the gang's deadline as its
+    reason; its own Job may not be marked failed yet) before the started rank the JobSet saw
+    fail first."""
     job = _first_failed_job(jobset, jobs)
     if job is None:
         return None
     failure = _failure(jobset, job, pods, events)
     if events and never_ran(failure):
-        deadline = [j for j in jobs if (_condition(j, "Failed") or {}).get("reason") == "DeadlineExceeded"]
-        for other in sorted(deadline, key=_rank):
-            explained = _failure(jobset, other, pods, events)
-            if explained.exit_code is None and explained.said:
-                return explained
+        for other in sorted(jobs, key=_rank):
+            said = never_started(other["metadata"]["name"], events)[:SAID_CHARS]
+            if said and _failed_pod(other, pods) is None:
+                rank = _rank(other)
+                return replace(failure, rank=rank, role=pod_contract.rank_role(rank), job=other["metadata"]["name"],
+                               pod="", said=said)
     return failure
 
 
