@@ -2,7 +2,7 @@
 """Build the Go programs of the loopback engine once per version, from the Go module proxy.
 
 No container registry or download site is reachable on the machines mfargo is developed
-and tested on, so Kubernetes, etcd, Argo Workflows, JobSet, CoreDNS and crictl are built
+and tested on, so Kubernetes, etcd, Argo Workflows, JobSet, Kueue, CoreDNS and crictl are built
 from their Go modules. Three shapes cover them all:
 
 * ``wrapper``: a throwaway module that requires the upstream module and builds one of its
@@ -53,6 +53,7 @@ ARGO_RELEASES = ("v4.0.5", "v3.7.18")
 JOBSET_RELEASES = ("v0.12.0", "v0.11.1", "v0.10.1")
 ARGO, JOBSET = ARGO_RELEASES[0], JOBSET_RELEASES[0]
 COREDNS = "v1.15.0"
+KUEUE = "v0.17.0"
 CRICTL = "v1.34.0"
 
 
@@ -122,6 +123,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
                    "func main() { etcdmain.Main(os.Args) }\n"),
     Recipe("crictl", "wrapper", "sigs.k8s.io/cri-tools", CRICTL, "sigs.k8s.io/cri-tools/cmd/crictl"),
     Recipe("coredns", "wrapper", "github.com/coredns/coredns", COREDNS, "github.com/coredns/coredns"),
+    Recipe("kueue", "wrapper", "sigs.k8s.io/kueue", KUEUE, "sigs.k8s.io/kueue/cmd/kueue",
+           ldflags=("-X", f"sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE}")),
     *(make(name) for name, make in VERSIONED.items()),
 ]}
 

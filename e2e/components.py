@@ -1,7 +1,7 @@
 """The cluster's processes: their configuration, their start order and their readiness checks.
 
 etcd -> kube-apiserver -> (cluster objects) -> controller-manager, scheduler, containerd ->
-kubelet, kube-proxy, CoreDNS, JobSet, workflow-controller, and beside them SeaweedFS S3 and the
+kubelet, kube-proxy, CoreDNS, JobSet, Kueue, workflow-controller, and beside them SeaweedFS S3 and the
 Metaflow metadata service. Every listener is on loopback, on the node's bridge address, or in
 the controllers' network namespace. Each part logs to state/logs/<part>.log.
 """
@@ -25,10 +25,11 @@ import registry
 from proc import PartFailed, run, say, start, wait_ready
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
-            "kubectl", "crictl", "coredns", f"jobset@{layout.JOBSET}")
+            "kubectl", "crictl", "coredns", f"jobset@{layout.JOBSET}", "kueue")
 ARGO_BINARIES = ("workflow-controller", "argoexec")
 EVENTS_MODULE = ("github.com/argoproj/argo-events", "v1.9.6")
 JOBSET_MODULE = ("sigs.k8s.io/jobset", layout.JOBSET)
+KUEUE_MODULE = ("sigs.k8s.io/kueue", layout.KUEUE)
 
 
 def argo_module(release: str) -> tuple[str, str]:
@@ -141,12 +142,13 @@ def apply_crds(bins, files: list[Path]) -> None:
     kubectl(bins, "apply", "--server-side", "--force-conflicts", *args, timeout=300)
 
 
-def cluster_objects(bins, argo_src: Path, events_crds: Path, jobset_crds: Path) -> None:
+def cluster_objects(bins, argo_src: Path, events_crds: Path, jobset_crds: Path, kueue_crds: Path) -> None:
     """CRDs, namespaces, the executor's RBAC, Argo's config map: what the controllers expect."""
     apply_crds(bins, [*argo_crds(argo_src), *sorted(p for p in events_crds.glob("argoproj.io_*.yaml")),
-                      *sorted(jobset_crds.glob("*.yaml"))])
+                      *sorted(jobset_crds.glob("*.yaml")), *sorted(kueue_crds.glob("*.yaml"))])
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": layout.ARGO_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": layout.KUEUE_NAMESPACE}},
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": "workflow-controller-configmap", "namespace": layout.ARGO_NAMESPACE},
          "data": {"executor": "imagePullPolicy: IfNotPresent\n"}},
@@ -402,6 +404,58 @@ def _jobset_webhooks(bins, webhook_dir: Path) -> None:
     docs = jobset_webhook_configs(webhook_dir, f"https://127.0.0.1:{layout.JOBSET_WEBHOOK_PORT}", certs.ca_bundle())
     kubectl(bins, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}).encode(),
             part="jobset")
+
+
+def kueue(bins, kueue_src: Path) -> None:
+    """Kueue's controller outside the cluster, as JobSet's: webhooks on loopback with our
+    certificate, only its JobSet integration (so it acts on JobSets labelled with a queue and
+    nothing else), no visibility API server; then the cluster's one ResourceFlavor."""
+    certdir = layout.state("kueue", "certs")
+    for where in (certdir, layout.KUEUE_METRICS_CERTS):
+        where.mkdir(parents=True, exist_ok=True)
+        shutil.copy(certs.pki("jobset-webhook.crt"), where / "tls.crt")
+        shutil.copy(certs.pki("jobset-webhook.key"), where / "tls.key")
+    cfg = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+           "namespace": layout.KUEUE_NAMESPACE,
+           "internalCertManagement": {"enable": False}, "leaderElection": {"leaderElect": False},
+           "webhook": {"port": layout.KUEUE_WEBHOOK_PORT, "host": "127.0.0.1", "certDir": str(certdir)},
+           "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"},
+           "integrations": {"frameworks": ["jobset.x-k8s.io/jobset"]}}
+    path = layout.state("kueue", "config.json")
+    path.write_text(json.dumps(cfg))
+    start("kueue", [bins["kueue"], "--config", path, "--kubeconfig", layout.ADMIN_KUBECONFIG,
+                    "--feature-gates", "VisibilityOnDemand=false"])
+    docs = kueue_webhook_configs(kueue_src / "config" / "components" / "webhook",
+                                 f"https://127.0.0.1:{layout.KUEUE_WEBHOOK_PORT}", certs.ca_bundle())
+    kubectl(bins, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}).encode(),
+            part="kueue")
+
+    def serving() -> bool:
+        import socket
+        with socket.create_connection(("127.0.0.1", layout.KUEUE_WEBHOOK_PORT), timeout=1):
+            return True
+    wait_ready("kueue", serving, 120, f"webhook on 127.0.0.1:{layout.KUEUE_WEBHOOK_PORT}")
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": layout.KUEUE_FLAVOR}}
+    # The webhook's port opens before its handlers answer: the first request may be refused.
+    wait_ready("kueue", lambda: bool(kubectl(bins, "apply", "-f", "-", input=json.dumps(flavor).encode(), part="kueue",
+                                             timeout=30)), 60, f"ResourceFlavor {layout.KUEUE_FLAVOR} created")
+
+
+def kueue_webhook_configs(webhook_dir: Path, url: str, ca_bundle: str) -> list[dict]:
+    """Kueue's webhook configurations, only the hooks it serves with the JobSet integration alone
+    (its own kinds and JobSets: a hook for a kind it does not watch would refuse every object of
+    that kind), each at url."""
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all((webhook_dir / "manifests.yaml").read_text()) if d]
+    for doc in docs:
+        doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
+        hooks = [h for h in doc["webhooks"] if any(k in h["clientConfig"]["service"]["path"]
+                                                   for k in ("-kueue-x-k8s-io-", "-jobset-x-k8s-io-"))]
+        for hook in hooks:
+            hook["clientConfig"] = {"url": url + hook["clientConfig"]["service"]["path"], "caBundle": ca_bundle}
+        doc["webhooks"] = hooks
+    return docs
 
 
 def workflow_controller(bins, executor_image: str) -> None:

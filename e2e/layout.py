@@ -21,6 +21,7 @@ STATE = Path(os.environ.get("MFARGO_E2E_STATE") or CACHE / "cluster")
 # The engines the cluster runs: JobSet is the release mfargo targets by default; Argo is either
 # release e2e/build.py builds (MFARGO_E2E_ARGO at `up`, or `e2e/cluster argo RELEASE` later).
 JOBSET = build.JOBSET
+KUEUE = build.KUEUE
 ARGO_RELEASES = build.ARGO_RELEASES
 
 
@@ -54,6 +55,12 @@ APISERVER_URL = f"https://{NODE_IP}:{APISERVER_PORT}"
 ETCD_CLIENT = "http://127.0.0.1:23790"
 ETCD_PEER = "http://127.0.0.1:23800"
 JOBSET_WEBHOOK_PORT = 23443  # on 127.0.0.1: only the API server calls it
+KUEUE_WEBHOOK_PORT = 23444  # on 127.0.0.1, as JobSet's
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_FLAVOR = "mfargo-e2e"  # the one ResourceFlavor; tests make their own ClusterQueues and LocalQueues
+# Kueue v0.17 reads its metrics serving certificate from this fixed path when its own certificate
+# management is off (cmd/kueue/main.go), even with metrics off: `up` puts one there, `down` removes it.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 METADATA_PORT = 23880  # on NODE_IP: the host and the pods use the same URL
 REGISTRY_PORT = 23500  # on NODE_IP: the node's containerd pulls from it
 NAMESPACE = "default"  # where flows run

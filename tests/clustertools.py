@@ -138,9 +138,9 @@ def argo_target(env: dict) -> list[str]:
     return [] if target == DEFAULT_ARGO_VERSION else ["--argo-version", target]
 
 
-def kubectl(env: dict, *args: str) -> str:
+def kubectl(env: dict, *args: str, input: str | None = None) -> str:
     kubectl_bin = json.loads((STATE / "binaries.json").read_text())["kubectl"]
-    p = subprocess.run([kubectl_bin, *args], env=env, capture_output=True, text=True, timeout=60)
+    p = subprocess.run([kubectl_bin, *args], env=env, input=input, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, f"kubectl {' '.join(args)}: {p.stderr.strip()}"
     return p.stdout
 

@@ -3,7 +3,7 @@ one whose image cannot be pulled (the cluster's private registry, no pull secret
 node can hold (more CPU than the node has). Nothing fails a Pending pod, so the step's
 @timeout (each Job's activeDeadlineSeconds) is what ends them; the failure report then reads
 why the pod never started from its Events (plugins/gang_failure.never_started). A gang naming a
-Kueue queue on a cluster without Kueue would never start either: `create` refuses it."""
+Kueue queue that does not exist would never be admitted: `create` refuses it."""
 
 from __future__ import annotations
 
@@ -112,9 +112,10 @@ def test_a_worker_whose_control_never_starts_is_reported_as_control_unreachable(
                      r"\(pod \S+; JobSet \S+: \w+ after 0 restarts\)", report["message"]), report["message"]
 
 
-def test_a_gang_naming_a_kueue_queue_is_not_deployed_on_a_cluster_without_kueue(cluster_env, tmp_path):
-    """Without Kueue nothing would ever admit the JobSet: `create` asks the API server (its
-    discovery answers 404 for kueue.x-k8s.io), exits 1 with one line, and creates nothing."""
+def test_a_gang_naming_a_missing_kueue_queue_is_not_deployed(cluster_env, tmp_path):
+    """Kueue would hold a JobSet naming a LocalQueue that does not exist suspended for ever:
+    `create` asks the API server (Kueue's LocalQueue API is served, the queue is not there),
+    exits 1 with one line, and creates nothing. (Without Kueue at all: tests/test_cluster_prerequisites.py.)"""
     flow = write_flow(tmp_path, "GangQueuedFlow", NO_CONTROL.replace('@jobset(control={"cpu": 64})',
                                                                     '@jobset(queue="team-a")'))
     refused = subprocess.run([sys.executable, flow.name, "argo-workflows", "create", *argo_target(cluster_env)],
@@ -122,7 +123,7 @@ def test_a_gang_naming_a_kueue_queue_is_not_deployed_on_a_cluster_without_kueue(
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stdout + refused.stderr
     [line] = [ln for ln in refused.stderr.splitlines() if ln.startswith("mfargo:")]
     ns = cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
-    assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue API "
-                    "(localqueues in kueue.x-k8s.io v1/v1beta2/v1beta1: install Kueue), for LocalQueue %s/team-a" % ns)
+    assert line == ("mfargo: nothing deployed: the cluster lacks what the workflow needs: no LocalQueue %s/team-a "
+                    "(named by @jobset(queue=...))" % ns)
     assert kubectl(cluster_env, "get", "workflowtemplates", "-n", ns, "-o", "name").split().count(
         "workflowtemplate.argoproj.io/gangqueuedflow") == 0
