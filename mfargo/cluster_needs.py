@@ -1,9 +1,10 @@
 """Asks the cluster for what a bundle needs (``mfargo.prerequisites``) before `create`
-creates anything: each object once, through ``mfargo.cluster.Cluster``."""
+creates anything, and whether Kueue could ever admit its queued gangs (``mfargo.kueue_fit``):
+each object once, through ``mfargo.cluster.Cluster``."""
 
 from __future__ import annotations
 
-from mfargo import prerequisites
+from mfargo import kueue_fit, prerequisites
 from mfargo.cluster import ARGO_GROUP, ARGO_VERSION, PLURALS, Cluster, ClusterError, Resource
 
 
@@ -21,7 +22,34 @@ def unmet(cluster: Cluster, docs: list[dict], namespace: str) -> tuple[list[str]
             continue
         if problem:
             missing.append(problem)
+    for gang in kueue_fit.gang_requests(docs, namespace):
+        try:
+            problem = _unadmittable(cluster, gang, answers)
+        except ClusterError as e:
+            if e.status != 403:
+                raise
+            unchecked.append("the ClusterQueue of LocalQueue %s/%s" % (gang.namespace, gang.queue))
+            continue
+        if problem:
+            missing.append(problem)
     return missing, unchecked
+
+
+def _unadmittable(cluster: Cluster, gang: kueue_fit.GangRequest, answers: dict) -> str | None:
+    """Why Kueue would never admit ``gang``, read from the ClusterQueue behind its LocalQueue;
+    None also when the LocalQueue is missing (already said) or names no ClusterQueue."""
+    local_queue = answers.get((prerequisites.LOCAL_QUEUE, gang.namespace, gang.queue))
+    name = ((local_queue or {}).get("spec") or {}).get("clusterQueue")
+    if not name:
+        return None
+    where = (prerequisites.CLUSTER_QUEUE, prerequisites.CLUSTER_SCOPED, name)
+    if where not in answers:
+        res = Resource(prerequisites.KUEUE_GROUP, _kueue_version(cluster, answers),
+                       prerequisites.KUEUE_PLURALS[prerequisites.CLUSTER_QUEUE])
+        answers[where] = cluster.get_cluster_scoped(res, name)
+    if answers[where] is None:
+        return "no ClusterQueue %s (of LocalQueue %s/%s)" % (name, gang.namespace, gang.queue)
+    return kueue_fit.never_admitted(gang, answers[where])
 
 
 def _missing(cluster: Cluster, need, answers: dict) -> str | None:
@@ -54,8 +82,7 @@ def _missing(cluster: Cluster, need, answers: dict) -> str | None:
     if answers[where] is None:
         hint = {prerequisites.LOCAL_QUEUE: " (named by @jobset(queue=...))",
                 prerequisites.WORKLOAD_PRIORITY_CLASS: " (named by @jobset(priority_class=...))"}.get(need.kind, "")
-        named = need.name if need.namespace == prerequisites.CLUSTER_SCOPED else "%s/%s" % (need.namespace, need.name)
-        return "no %s %s%s" % (need.kind, named, hint)
+        return "no %s %s%s" % (need.kind, need.where, hint)
     if need.key and need.key not in answers[where]:
         return "%s %s/%s has no key %s" % (need.kind, need.namespace, need.name, need.key)
     return None

@@ -35,7 +35,10 @@ LOCAL_QUEUE = "LocalQueue"
 # the Workload of a JobSet naming a WorkloadPriorityClass that does not exist, so it never starts.
 WORKLOAD_PRIORITY_CLASS = "WorkloadPriorityClass"
 CLUSTER_SCOPED = "(cluster)"  # the namespace of a Need for a cluster-scoped object
-KUEUE_PLURALS = {LOCAL_QUEUE: "localqueues", WORKLOAD_PRIORITY_CLASS: "workloadpriorityclasses"}
+# The ClusterQueue behind a LocalQueue: read to judge whether Kueue could ever admit the gang (mfargo.kueue_fit).
+CLUSTER_QUEUE = "ClusterQueue"
+KUEUE_PLURALS = {LOCAL_QUEUE: "localqueues", WORKLOAD_PRIORITY_CLASS: "workloadpriorityclasses",
+                 CLUSTER_QUEUE: "clusterqueues"}
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # LocalQueue's API versions in Kueue's releases, newest first
 
@@ -56,13 +59,15 @@ class Need:
     def is_api(self) -> bool:
         return not self.namespace
 
+    @property
+    def where(self) -> str:
+        """NAMESPACE/NAME, or NAME for a cluster-scoped object."""
+        return self.name if self.namespace == CLUSTER_SCOPED else "%s/%s" % (self.namespace, self.name)
+
     def describe(self) -> str:
         if self.is_api:
             return "%s API (%s in %s: install its CRD and controller)" % (self.kind, self.key, self.name)
-        if self.namespace == CLUSTER_SCOPED:
-            return "%s %s" % (self.kind, self.name)
-        what = "%s %s/%s" % (self.kind, self.namespace, self.name)
-        return what + (" key %s" % self.key if self.key else "")
+        return "%s %s" % (self.kind, self.where) + (" key %s" % self.key if self.key else "")
 
 
 def needs(docs: list[dict], namespace: str) -> list[Need]:

@@ -10,7 +10,7 @@ from flowtools import EXAMPLES, compile_source, gang_flow
 from k8s_fake import kube  # noqa: F401 - fixture
 from test_cluster_cli import Env, one_line_error
 
-from mfargo import deploy, prerequisites
+from mfargo import deploy, kueue_fit, prerequisites
 from mfargo.cluster import Cluster
 from mfargo.prerequisites import Need
 
@@ -132,6 +132,54 @@ def test_a_gang_naming_a_kueue_queue_needs_that_local_queue(kube, tmp_path):  # 
         "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns1/localqueues/team-a"]
 
 
+def cluster_queue(kube, spec: dict) -> None:
+    kube.put({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": spec},
+             group="kueue.x-k8s.io", version="v1beta2", plural="clusterqueues", namespace=None)
+
+
+def quota(covered: list[str], **nominal: str) -> dict:
+    """One resource group of one flavor: ``covered`` resources, ``nominal`` quotas (ephemeral_storage for -)."""
+    return {"resourceGroups": [{"coveredResources": covered, "flavors": [{"name": "default", "resources": [
+        {"name": r.replace("_", "-"), "nominalQuota": q} for r, q in nominal.items()]}]}]}
+
+
+def test_a_queued_gang_kueue_could_never_admit_is_not_deployed(kube, tmp_path):  # noqa: F811
+    """Kueue leaves a gang Pending for ever when its ClusterQueue does not cover a resource the
+    pods request (every mfargo pod requests ephemeral-storage: Metaflow's default disk) or holds
+    less than one pod asks for: `create` reads the ClusterQueue behind the LocalQueue and
+    refuses, naming the queue, the resource and the step. A queue in a cohort may borrow: only
+    its coverage is judged. A user who may not read ClusterQueues gets a warning."""
+    env = Env(kube, tmp_path, gang_flow("QueuedFlow", '@jobset(queue="team-a")\n@kubernetes(cpu=2)'))
+    kube.served[KUEUE_V1BETA2] = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue"}
+    kube.put({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "team-a"},
+              "spec": {"clusterQueue": "cq"}}, group="kueue.x-k8s.io", version="v1beta2", plural="localqueues",
+             namespace="ns1")
+    prefix = "mfargo: nothing deployed: the cluster lacks what the workflow needs: "
+    assert one_line_error(env.create(check=False)) == prefix + "no ClusterQueue cq (of LocalQueue ns1/team-a)"
+    assert kube.calls("GET", "clusterqueues")[-1].path == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq"
+
+    cluster_queue(kube, quota(["cpu", "memory"], cpu="64", memory="64Gi"))
+    assert one_line_error(env.create(check=False)) == prefix + (
+        "ClusterQueue cq (of LocalQueue ns1/team-a) does not cover ephemeral-storage, which step train's pods "
+        "request: Kueue would never admit the gang")
+    cluster_queue(kube, quota(["cpu", "memory", "ephemeral-storage"], cpu="1500m", memory="64Gi",
+                              ephemeral_storage="100Gi"))
+    assert one_line_error(env.create(check=False)) == prefix + (
+        "ClusterQueue cq (of LocalQueue ns1/team-a) holds less cpu than one pod of step train requests "
+        "(cpu 2 > 1.5): Kueue would never admit the gang")
+    assert {r.method for r in kube.requests} == {"GET"} and not kube.names("workflowtemplates", "ns1")
+
+    cluster_queue(kube, {**quota(["cpu", "memory", "ephemeral-storage"], cpu="1500m", memory="64Gi",
+                                 ephemeral_storage="100Gi"), "cohortName": "shared"})  # may borrow the rest
+    env.create()
+    assert kube.names("workflowtemplates", "ns1") == ["queuedflow"]
+
+    kube.fail("GET", "/clusterqueues/cq$", 403, 'clusterqueues "cq" is forbidden')
+    created = env.create()
+    assert ("mfargo: warning: not allowed to check (403), so not checked: the ClusterQueue of LocalQueue "
+            "ns1/team-a") in created.stderr.splitlines(), created.stderr
+
+
 def test_a_gang_naming_a_kueue_priority_class_needs_that_class(kube, tmp_path):  # noqa: F811
     """Kueue refuses to make the Workload of a JobSet naming a WorkloadPriorityClass that does not
     exist (the gang would never start): `create` asks for it, cluster-wide, as Kueue's API serves it."""
@@ -160,3 +208,20 @@ def test_the_local_queue_is_read_from_the_jobset_label(tmp_path):
     queued = prerequisites.needs(compile_source(tmp_path, gang_flow("QueuedFlow", '@jobset(queue="team-a")')), "ns1")
     plain = prerequisites.needs(compile_source(tmp_path, gang_flow("QueuedFlow")), "ns1")
     assert set(queued) - set(plain) == {Need("LocalQueue", "default", "team-a")}  # the YAML's namespace
+
+
+def test_the_largest_pod_of_a_gang_is_judged_against_its_queue(tmp_path):
+    """A control pod of its own (@jobset(control=...)) larger than the workers is the pod judged;
+    an init container counts when larger than the containers together, as Kueue counts it."""
+    docs = compile_source(tmp_path, gang_flow("QueuedFlow", '@jobset(queue="team-a", control={"cpu": 4})'))
+    [gang] = kueue_fit.gang_requests(docs, "ns1")
+    assert (gang.step, gang.namespace, gang.queue, dict(gang.pod)["cpu"]) == ("train", "default", "team-a", "4")
+    queue = {"metadata": {"name": "cq"}, "spec": quota(["cpu", "memory", "ephemeral-storage"], cpu="3", memory="1Ti",
+                                                       ephemeral_storage="1Ti")}
+    assert kueue_fit.never_admitted(gang, queue) == (
+        "ClusterQueue cq (of LocalQueue default/team-a) holds less cpu than one pod of step train requests "
+        "(cpu 4 > 3): Kueue would never admit the gang")
+    pod = {"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"resources": {"requests": {"cpu": "500m"}}}],
+           "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}
+    assert kueue_fit._pod_request(pod) == {"cpu": 2, "memory": 2 ** 30}
+    assert not kueue_fit.gang_requests(compile_source(tmp_path, gang_flow("PlainFlow")), "ns1")
