@@ -4,31 +4,28 @@ each object once, through ``mfargo.cluster.Cluster``."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from mfargo import kueue_fit, prerequisites
 from mfargo.cluster import ARGO_GROUP, ARGO_VERSION, PLURALS, Cluster, ClusterError, Resource
 
 
 def unmet(cluster: Cluster, docs: list[dict], namespace: str) -> tuple[list[str], list[str]]:
     """(what is missing, what the user may not read: 403), each as one phrase."""
-    answers: dict = {}
+    answers: dict = {}  # each object asked for once; the queue checks read the LocalQueues found first
+    checks = [(need.describe(), partial(_missing, cluster, need, answers))
+              for need in prerequisites.needs(docs, namespace)]
+    checks += [("the ClusterQueue of LocalQueue %s/%s" % (gang.namespace, gang.queue),
+                partial(_unadmittable, cluster, gang, answers))
+               for gang in kueue_fit.gang_requests(docs, namespace)]
     missing, unchecked = [], []
-    for need in prerequisites.needs(docs, namespace):
+    for what, check in checks:
         try:
-            problem = _missing(cluster, need, answers)
+            problem = check()
         except ClusterError as e:
             if e.status != 403:
                 raise
-            unchecked.append(need.describe())
-            continue
-        if problem:
-            missing.append(problem)
-    for gang in kueue_fit.gang_requests(docs, namespace):
-        try:
-            problem = _unadmittable(cluster, gang, answers)
-        except ClusterError as e:
-            if e.status != 403:
-                raise
-            unchecked.append("the ClusterQueue of LocalQueue %s/%s" % (gang.namespace, gang.queue))
+            unchecked.append(what)
             continue
         if problem:
             missing.append(problem)
