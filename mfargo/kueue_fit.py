@@ -79,7 +79,10 @@ def _pod_request(pod: dict) -> dict[str, Decimal]:
 
 
 def _requests(container: dict) -> dict[str, Decimal]:
-    requests = (container.get("resources") or {}).get("requests") or {}
+    """Its requests, a limit standing for a request it lacks (as the API server and Kueue do:
+    mfargo writes a GPU as a limit only)."""
+    resources = container.get("resources") or {}
+    requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
     return {r: parse_quantity(q) for r, q in requests.items() if "__argo_tag_" not in str(q)}
 
 

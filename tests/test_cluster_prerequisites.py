@@ -225,3 +225,9 @@ def test_the_largest_pod_of_a_gang_is_judged_against_its_queue(tmp_path):
            "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}
     assert kueue_fit._pod_request(pod) == {"cpu": 2, "memory": 2 ** 30}
     assert not kueue_fit.gang_requests(compile_source(tmp_path, gang_flow("PlainFlow")), "ns1")
+    # A GPU is written as a limit only: Kueue counts it as requested, and so does the check.
+    [gpu_gang] = kueue_fit.gang_requests(compile_source(tmp_path, gang_flow(
+        "GpuFlow", '@jobset(queue="team-a")\n@kubernetes(gpu=2)')), "ns1")
+    assert kueue_fit.never_admitted(gpu_gang, queue) == (
+        "ClusterQueue cq (of LocalQueue default/team-a) does not cover nvidia.com/gpu, which step train's pods "
+        "request: Kueue would never admit the gang")
