@@ -82,7 +82,8 @@ class JobSetKey:
     RESTART_ATTEMPT: Final = contract.RESTART_ATTEMPT_ANNOTATION
     JOBSET_NAME: Final = contract.JOBSET_NAME_LABEL
     EXCLUSIVE_TOPOLOGY: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-    KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"  # Kueue's label, read on the JobSet
+    KUEUE_QUEUE: Final = contract.KUEUE_QUEUE_LABEL  # Kueue's label, read on the JobSet
+    QUEUE_DEADLINE: Final = contract.QUEUE_DEADLINE_ANNOTATION  # a queued gang's bound in its queue
     KUEUE_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"  # names a WorkloadPriorityClass
     API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
     KIND: Final = "JobSet"
@@ -105,7 +106,7 @@ class Label:
 
     PART_OF: Final = "app.kubernetes.io/part-of"
     NAME: Final = "app.kubernetes.io/name"
-    ARGO_WORKFLOW: Final = "workflows.argoproj.io/workflow"
+    ARGO_WORKFLOW: Final = contract.ARGO_WORKFLOW_LABEL
     WORKFLOW_NAME: Final = "metaflow/argo-workflows-name"
     FLOW_NAME: Final = "metaflow/flow_name"
     RUN_ID: Final = "metaflow/run_id"

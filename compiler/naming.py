@@ -172,6 +172,14 @@ def heartbeat_template_name() -> str:
     return added_template_name("heartbeat")
 
 
+QUEUE_WATCH_TASK = "Queue-watch"  # the run's Kueue queue watch's DAG task (a capital: never a step's)
+
+
+def queue_watch_template_name() -> str:
+    """The run's queue watch daemon (templates/queue_watch.py)."""
+    return added_template_name("queue-watch")
+
+
 def gang_report_task_name(step: str) -> str:
     """The DAG task, beside the gang's, running that report: the step's name and a capital
     (no step name has one). It sorts after the step's own task, so `mfargo run`'s message for

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from . import argo_models as m
 
+from mfargo.compiler import command as sh
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Env, Label, Path
 from mfargo.compiler.usertext import kubernetes_literal
@@ -164,3 +165,29 @@ def derived_pod(compute: ir.Compute, deadline_seconds: int | None, *, with_secre
         "env_from": env_from(compute) if with_secrets else None,
     }
     return template, container
+
+
+# No CPU: a CPU request, however small, can keep a gang that fills its nodes from ever being
+# scheduled (two 1-CPU ranks and a 50m daemon on a 2-CPU node did, e2e/cluster); a daemon
+# sleeps between its polls, and one a little late does no harm. "0", not left out: Argo
+# would merge in templateDefaults' CPU request.
+DAEMON_RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("0"), "memory": m.Quantity("256Mi")})
+
+
+def daemon_template(name: str, compute: ir.Compute, call) -> m.Template:
+    """A daemon of the top DAG (the run's heartbeat, its queue watch): ``compute``'s pod
+    (``derived_pod``, Secrets included: the code package may be read with them) running
+    ``call`` (command parts) until Argo stops it when the DAG ends, with no deadline."""
+    pod, container = derived_pod(compute, None, with_secrets=True)
+    return m.Template(
+        name=name,
+        daemon=True,
+        **pod,
+        container=m.Container(
+            name="main",
+            image=compute.image,
+            args=sh.step_args([call]),  # after templateDefaults' shared command (the code first)
+            resources=DAEMON_RESOURCES,
+            **container,
+        ),
+    )

@@ -14,7 +14,7 @@ from . import argo_models as m
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Param
 
-from . import expr, gang, gang_report, heartbeat, wiring
+from . import expr, gang, gang_report, heartbeat, queue_watch, wiring
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,8 @@ def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template
     ctx = wiring.ctx_inside(scope)
     steps = [s for s in wf.steps.values() if s.scope == scope]
     tasks = [heartbeat.task()] if scope is None and wf.run_heartbeat else []
+    if scope is None and queue_watch.needed(wf):
+        tasks.append(queue_watch.task())
     for step in steps:
         tasks.append(_step_task(wf, step, ctx))
         if step.gang:

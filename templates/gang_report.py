@@ -80,6 +80,12 @@ def report_compute(step: ir.Step, wf: ir.Workflow) -> ir.Compute:
                                image_pull_policy=start.image_pull_policy)
 
 
+def _report_env(step: ir.Step) -> tuple:
+    """The step's env, and a queued gang's queue (the report names it when Kueue never admitted the gang)."""
+    queue = step.gang.placement.queue
+    return tuple(step.environment) + (((pod_contract.GANG_QUEUE_ENV, queue),) if queue else ())
+
+
 def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
     report = (sh.Raw("exec python -m"), sh.Lit(gang_report.__name__), sh.Lit(wf.flow_name), sh.Lit(expr.RUN_ID),
               sh.Lit(step.name), sh.Lit(naming.control_task_id(gang.ENTROPY)), sh.Lit(pod_contract.TERMINATION_LOG),
@@ -94,7 +100,7 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
             name="main",
             image=compute.image,
             args=sh.step_args([report]),  # after templateDefaults' shared command (the code first)
-            env=common.env_vars(step.environment) or None,
+            env=common.env_vars(_report_env(step)) or None,
             resources=RESOURCES,
             termination_message_path=pod_contract.TERMINATION_LOG,
             **container,

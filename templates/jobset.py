@@ -76,7 +76,9 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     jobset_labels = {**labels, **{k: v for k, v in kueue.items() if v}}
     jobset_annotations = annotations
     if placement.exclusive_topology:
-        jobset_annotations = {**annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}
+        jobset_annotations = {**jobset_annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}
+    if placement.queue:  # how long Kueue may keep it suspended: the run's queue watch reads it
+        jobset_annotations = {**jobset_annotations, JobSetKey.QUEUE_DEADLINE: str(step.timeout_seconds)}
     command = pod_command.gang_script(step, wf)
     container, pod_spec = _pod(step, step.compute, command, name)
     pod_failure = gang_policy.pod_failure_policy(placement, container["name"])

@@ -5,7 +5,7 @@ Exactly what a resource template creating a JobSet needs (shared/schemas/README.
 ``create``/``patch`` on workflowtaskresults (Argo >= 3.4); and what the gang failure
 report needs: ``get`` on jobsets, ``list`` on jobs, pods and events, and ``delete`` on
 jobsets (it deletes its gang's finished JobSets, so ``argo retry`` can create them
-again). Nothing more.
+again); with a gang queued in Kueue, ``list`` on jobsets for the run's queue watch. Nothing more.
 
 Gang pods read their control's pod (``list`` on pods: ``plugins/gang_control.py``) with
 their own service account (``@kubernetes(service_account=...)``, else the namespace's
@@ -18,6 +18,8 @@ from __future__ import annotations
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Label
 
+from . import queue_watch
+
 RULES = (
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get", "delete"]},
     # The failure report (templates/gang_report.py) reads the failed gang's Jobs and pods, and
@@ -27,6 +29,10 @@ RULES = (
     {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
     {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
 )
+
+
+# What the run's queue watch (templates/queue_watch.py) adds, for a flow with a gang queued in Kueue.
+QUEUE_WATCH_RULES = ({"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["list"]},)
 
 
 # What a gang pod reads: its control's pod, while the control's host name does not resolve.
@@ -56,7 +62,8 @@ def build(wf: ir.Workflow) -> list[dict]:
     if not any(s.gang for s in wf.steps.values()):
         return []
     workflow_account = wf.deployment.bundle.service_account or DEFAULT_ACCOUNT
-    docs = _role(wf, role_name(wf), RULES, [workflow_account])
+    rules = RULES + (QUEUE_WATCH_RULES if queue_watch.needed(wf) else ())
+    docs = _role(wf, role_name(wf), rules, [workflow_account])
     others = [a for a in gang_pod_accounts(wf) if a != workflow_account]
     if others:
         docs += _role(wf, gang_pods_role_name(wf), GANG_POD_RULES, others)

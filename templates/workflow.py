@@ -10,7 +10,7 @@ from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import RUN_USER, Api, Label
 
-from . import common, dag, expr, gang_report, heartbeat, hooks, jobset, pod_command, recursion, sensor, step
+from . import common, dag, expr, gang_report, heartbeat, hooks, jobset, pod_command, queue_watch, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -28,6 +28,8 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             templates.append(recursion.build(s, wf))
     if wf.run_heartbeat:
         templates.append(heartbeat.template(wf))
+    if queue_watch.needed(wf):
+        templates.append(queue_watch.template(wf))
     lifecycle, hook_templates = hooks.build(wf)
     templates += hook_templates
     return m.WorkflowTemplate(
@@ -42,7 +44,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
         spec=m.WorkflowSpec(
             entrypoint=entrypoint,
             arguments=_arguments(wf),
-            parallelism=wf.max_workers + (1 if wf.run_heartbeat else 0),  # the daemon is no worker
+            parallelism=wf.max_workers + wf.run_heartbeat + queue_watch.needed(wf),  # daemons are no workers
             active_deadline_seconds=wf.timeout_seconds,
             ttl_strategy=_ttl_strategy(wf.cleanup),
             pod_gc=m.PodGC(strategy=wf.cleanup.pod_gc) if wf.cleanup.pod_gc else None,

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import subprocess
+import sys
 import time
 from datetime import datetime
 
-import subprocess
-import sys
-
 import pytest
+from flowtools import gang_flow
 from clustertools import argo_target, failed_nodes, kubectl, wait_workflow
 from test_cluster_e2e import read_run
-from test_cluster_gangs import BARRIER, MEET, SMALL, deployed, jobsets, write_flow
+from test_cluster_gangs import BARRIER, MEET, SMALL, deployed, jobsets, nodes_by_name, write_flow
 
 pytestmark = pytest.mark.cluster
 
@@ -220,3 +221,36 @@ def test_a_higher_priority_gang_preempts_a_lower_one_which_comes_back_and_succee
     assert [e["reason"] for e in evictions] == ["Preempted"], evictions
     assert got[0] == [[0, 1], [1, 1]], got
     assert all(attempt >= 1 for _, attempt in got[1]), got  # the ranks ran again, as their next attempt
+
+
+NEVER_FITS = gang_flow("GangNeverFitsFlow", '@kubernetes(cpu=0.25, memory=300)\n@timeout(seconds=60)\n'
+                                           '@jobset(queue="mfargo-never")', num_parallel=4,
+                       imports="from metaflow import timeout")
+
+
+def test_a_gang_that_never_fits_its_queue_ends_at_its_timeout_naming_the_queue_and_kueues_reason(
+        cluster_env, tmp_path):
+    """Four ranks of 0.25 CPU in a queue of 0.75 CPU: each pod fits (so `create` deploys), the
+    gang never does. Kueue keeps its JobSet suspended, where the Jobs' deadline does not run;
+    the run's queue watch deletes it once it has waited longer than the step's @timeout (60 s,
+    Metaflow's least), the step fails, and the failure report names the queue and what Kueue said. No rank ever
+    started, and the run ends Failed instead of staying Running."""
+    flow = write_flow(tmp_path, "GangNeverFitsFlow", NEVER_FITS)
+    with kueue_queue(cluster_env, "mfargo-never", cpu="750m"), deployed(cluster_env, flow) as start:
+        run = start(flow)
+        wf = wait_workflow(cluster_env, run, timeout=300)
+        ranks = json.loads(kubectl(cluster_env, "get", "pods", "-n", cluster_env["METAFLOW_KUBERNETES_NAMESPACE"],
+                                   "-o", "json", "-l", "workflows.argoproj.io/workflow=" + run.removeprefix("argo-")
+                                   + ",jobset.sigs.k8s.io/jobset-name"))["items"]
+    assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
+    nodes = nodes_by_name(wf)
+    [train] = nodes["train"]
+    waited = (when(train["finishedAt"]) - when(train["startedAt"])).total_seconds()
+    assert train["phase"] in ("Failed", "Error") and 60 <= waited <= 120, (train["phase"], waited, train.get("message"))
+    [report] = nodes["train-Failure-report"]
+    assert re.search(r"gang step train was never admitted by Kueue queue mfargo-never within its @timeout "
+                        r"\(JobSet js-\w+ deleted by the run's queue watch\): couldn't assign flavors to pod set rank: "
+                        r"insufficient quota for cpu in flavor mfargo-e2e.*", report["message"]), report["message"]
+    assert ranks == [], [p["metadata"]["name"] for p in ranks]
+    [watch] = nodes["Queue-watch"]
+    assert watch["phase"] == "Succeeded", watch

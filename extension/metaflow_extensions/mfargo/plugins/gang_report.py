@@ -5,7 +5,8 @@ What a gang step's failure-report task runs once the step failed for good (the D
 JobSet (the names are this step's attempts, newest first), its Jobs and their pods (and,
 when the first failed rank never ran, its pods' Events) from the Kubernetes API with the
 pod's service account (the workflow's Role grants get/list),
-works out which rank failed first and why (``gang_failure``), then:
+works out which rank failed first and why (``gang_failure``), or, for a queued gang whose
+JobSet the run's queue watch deleted (``queue_watch``), what Kueue said about it, then:
 
 * records it as the ``gang-failure`` metadata of the control task's last attempt (the
   gang's attempt in Metaflow's client and UI), when that task exists (a gang whose pods
@@ -32,7 +33,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from . import gang_attempt, gang_failure
+from . import gang_attempt, gang_failure, pod_contract
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 METADATA_FIELD = "gang-failure"
@@ -144,6 +145,25 @@ def diagnose(api, ns, jobset_names):
     return None, None, "none of the JobSets %s exists (the step failed before creating one)" % ", ".join(jobset_names)
 
 
+def never_admitted(api, ns, step, jobset_names):
+    """For a queued gang whose JobSets are all gone: when Kueue held the newest one it knew of,
+    why, from its Workload's last ``Pending`` event (Kueue names the Workload
+    ``jobset-<JobSet>-<hash>``; events outlive it). The queue watch (queue_watch.py) deleted
+    that JobSet once it had waited longer than the step's @timeout. None otherwise."""
+    queue = os.environ.get(pod_contract.GANG_QUEUE_ENV)
+    if not queue:
+        return None
+    events = (api.get(EVENTS % ns, fieldSelector="involvedObject.kind=Workload") or {}).get("items") or []
+    for name in jobset_names:
+        pending = [e for e in events if e.get("reason") == "Pending"
+                   and ((e.get("involvedObject") or {}).get("name") or "").startswith("jobset-%s-" % name)]
+        if pending:
+            last = max(pending, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+            return ("gang step %s was never admitted by Kueue queue %s within its @timeout (JobSet %s deleted "
+                    "by the run's queue watch): %s" % (step, queue, name, last.get("message") or "no reason given"))
+    return None
+
+
 def record(flow, run, step, task, failure):
     """The failure as metadata of the task's last started attempt."""
     from metaflow.metadata_provider import MetaDatum
@@ -166,10 +186,11 @@ def main(flow, run, step, task, termination_log, *jobset_names):
     try:
         api = KubeApi()
         name, failure, why_not = diagnose(api, namespace(), jobset_names)
+        queued = never_admitted(api, namespace(), step, jobset_names) if name is None else None
     except Exception as e:  # the report must say something, whatever broke
         failure, message = None, "gang step %s failed; reading why failed too: %s" % (step, e)
     else:
-        message = failure.message(step) if failure else \
+        message = failure.message(step) if failure else queued or \
             "gang step %s failed; no rank failure to report: %s" % (step, why_not)
     if failure is not None:
         try:

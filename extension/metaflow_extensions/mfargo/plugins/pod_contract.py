@@ -41,6 +41,12 @@ JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 RESTART_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/restart-attempt"  # the gang generation of a pod
 GANG_CONTAINER = "main"  # every rank's container (`argo logs` prints "main" by default)
+# Kueue's queue label on a queued gang's JobSet, and the seconds it may stay suspended in its
+# queue before the run's queue watch (queue_watch.py) deletes it (the step's @timeout).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+QUEUE_DEADLINE_ANNOTATION = "mfargo/queue-deadline-seconds"
+GANG_QUEUE_ENV = "MFARGO_GANG_QUEUE"  # the queue, for the failure report of a queued gang
+ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
 
 
