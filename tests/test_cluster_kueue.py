@@ -16,7 +16,7 @@ from datetime import datetime
 
 import pytest
 from flowtools import gang_flow
-from clustertools import argo_target, failed_nodes, kubectl, wait_workflow
+from clustertools import ON_EVERY_ARGO, argo_target, failed_nodes, kubectl, wait_workflow
 from test_cluster_e2e import read_run
 from test_cluster_gangs import BARRIER, MEET, SMALL, deployed, jobsets, nodes_by_name, write_flow
 
@@ -228,6 +228,7 @@ NEVER_FITS = gang_flow("GangNeverFitsFlow", '@kubernetes(cpu=0.25, memory=300)\n
                        imports="from metaflow import timeout")
 
 
+@ON_EVERY_ARGO  # it rests on how each release's executor ends a resource step whose object was deleted
 def test_a_gang_that_never_fits_its_queue_ends_at_its_timeout_naming_the_queue_and_kueues_reason(
         cluster_env, tmp_path):
     """Four ranks of 0.25 CPU in a queue of 0.75 CPU: each pod fits (so `create` deploys), the
