@@ -105,15 +105,17 @@ class Api:
 
 
 def test_the_watch_lists_the_runs_queued_jobsets_and_deletes_the_overdue_ones():
-    api = Api([queued_jobset("js-late"), queued_jobset("js-recent", suspended_since="2026-12-06T03:59:45Z")])
+    api = Api([queued_jobset("js-late"), queued_jobset("js-recent", suspended_since="2026-12-06T03:59:45Z")],
+              [pending("jobset-js-late-1a2b3", "insufficient quota for cpu", "2026-12-06T03:59:30Z")])
     said = queue_watch.sweep(api, "ns1", "qflow-abc12", NOW)
     assert api.calls == [
         ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns1/jobsets",
          {"labelSelector": "workflows.argoproj.io/workflow=qflow-abc12,kueue.x-k8s.io/queue-name"}),
+        ("GET", "/api/v1/namespaces/ns1/events", {"fieldSelector": "involvedObject.kind=Workload"}),
         ("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns1/jobsets/js-late", {}),
     ]
     assert said == ["deleted JobSet js-late: suspended in Kueue queue team-a for 60 s, longer than its step's "
-                    "@timeout (30 s)"]
+                    "@timeout (30 s); Kueue said: insufficient quota for cpu"]
 
 
 def test_a_watch_that_cannot_reach_the_api_ends_without_failing_its_dag(monkeypatch, capsys):
@@ -138,7 +140,9 @@ def test_the_report_of_a_gang_kueue_never_admitted_names_the_queue_and_what_kueu
         "gang step train was never admitted by Kueue queue team-a within its @timeout (JobSet js-a1 deleted by "
         "the run's queue watch): couldn't assign flavors to pod set rank: insufficient quota for cpu")
     assert api.calls == [("GET", "/api/v1/namespaces/ns1/events", {"fieldSelector": "involvedObject.kind=Workload"})]
-    assert gang_report.never_admitted(api, "ns1", "train", ["js-b2"]) is None  # Kueue never held it
+    assert gang_report.never_admitted(api, "ns1", "train", ["js-b2"]) == (  # Kueue's events are gone
+        "gang step train: none of its JobSets js-b2 exists; one that waits in Kueue queue team-a longer than its "
+        "@timeout is deleted by the run's queue watch, whose log says when and why")
     monkeypatch.delenv(pod_contract.GANG_QUEUE_ENV)
     assert gang_report.never_admitted(api, "ns1", "train", ["js-a1"]) is None  # not a queued gang
 

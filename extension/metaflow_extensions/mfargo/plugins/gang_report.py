@@ -145,23 +145,34 @@ def diagnose(api, ns, jobset_names):
     return None, None, "none of the JobSets %s exists (the step failed before creating one)" % ", ".join(jobset_names)
 
 
-def never_admitted(api, ns, step, jobset_names):
-    """For a queued gang whose JobSets are all gone: when Kueue held the newest one it knew of,
-    why, from its Workload's last ``Pending`` event (Kueue names the Workload
-    ``jobset-<JobSet>-<hash>``; events outlive it). The queue watch (queue_watch.py) deleted
-    that JobSet once it had waited longer than the step's @timeout. None otherwise."""
-    queue = os.environ.get(pod_contract.GANG_QUEUE_ENV)
-    if not queue:
-        return None
+def kueue_said(api, ns, jobset_names):
+    """(JobSet name, message) of Kueue's last ``Pending`` event about the Workload of the newest
+    of ``jobset_names`` it held (Kueue names it ``jobset-<JobSet>-<hash>``; events outlive it,
+    for an hour by default), or None."""
     events = (api.get(EVENTS % ns, fieldSelector="involvedObject.kind=Workload") or {}).get("items") or []
     for name in jobset_names:
         pending = [e for e in events if e.get("reason") == "Pending"
                    and ((e.get("involvedObject") or {}).get("name") or "").startswith("jobset-%s-" % name)]
         if pending:
             last = max(pending, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-            return ("gang step %s was never admitted by Kueue queue %s within its @timeout (JobSet %s deleted "
-                    "by the run's queue watch): %s" % (step, queue, name, last.get("message") or "no reason given"))
+            return name, last.get("message") or "no reason given"
     return None
+
+
+def never_admitted(api, ns, step, jobset_names):
+    """For a queued gang (GANG_QUEUE_ENV) none of whose JobSets exists: the run's queue watch
+    (queue_watch.py) deletes one that waited in its queue longer than the step's @timeout, so
+    say so, with Kueue's reason when its events still hold it. None for a gang not queued."""
+    queue = os.environ.get(pod_contract.GANG_QUEUE_ENV)
+    if not queue:
+        return None
+    said = kueue_said(api, ns, jobset_names)
+    if said is None:
+        return ("gang step %s: none of its JobSets %s exists; one that waits in Kueue queue %s longer than its "
+                "@timeout is deleted by the run's queue watch, whose log says when and why"
+                % (step, ", ".join(jobset_names), queue))
+    return ("gang step %s was never admitted by Kueue queue %s within its @timeout (JobSet %s deleted by the "
+            "run's queue watch): %s" % (step, queue, said[0], said[1]))
 
 
 def record(flow, run, step, task, failure):

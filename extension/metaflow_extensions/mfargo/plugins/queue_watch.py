@@ -66,9 +66,10 @@ def sweep(api, ns, workflow, now):
     jobsets = (api.get(JOBSET_LIST % ns, labelSelector=selector) or {}).get("items") or []
     said = []
     for name, queue, waited, deadline in overdue(jobsets, now):
+        kueue = gang_report.kueue_said(api, ns, [name])
         api.delete(gang_report.JOBSETS % (ns, name))
         said.append("deleted JobSet %s: suspended in Kueue queue %s for %d s, longer than its step's @timeout "
-                    "(%d s)" % (name, queue, waited, deadline))
+                    "(%d s); Kueue said: %s" % (name, queue, waited, deadline, kueue[1] if kueue else "nothing"))
     return said
 
 
