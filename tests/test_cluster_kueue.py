@@ -239,7 +239,7 @@ def test_a_gang_that_never_fits_its_queue_ends_at_its_timeout_naming_the_queue_a
     flow = write_flow(tmp_path, "GangNeverFitsFlow", NEVER_FITS)
     with kueue_queue(cluster_env, "mfargo-never", cpu="750m"), deployed(cluster_env, flow) as start:
         run = start(flow)
-        wf = wait_workflow(cluster_env, run, timeout=300)
+        wf = wait_workflow(cluster_env, run, timeout=420)  # the bound under test is the step's, below
         ranks = json.loads(kubectl(cluster_env, "get", "pods", "-n", cluster_env["METAFLOW_KUBERNETES_NAMESPACE"],
                                    "-o", "json", "-l", "workflows.argoproj.io/workflow=" + run.removeprefix("argo-")
                                    + ",jobset.sigs.k8s.io/jobset-name"))["items"]
