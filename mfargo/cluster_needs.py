@@ -39,14 +39,11 @@ def _unadmittable(cluster: Cluster, gang: kueue_fit.GangRequest, answers: dict) 
     name = ((local_queue or {}).get("spec") or {}).get("clusterQueue")
     if not name:
         return None
-    where = (prerequisites.CLUSTER_QUEUE, prerequisites.CLUSTER_SCOPED, name)
-    if where not in answers:
-        res = Resource(prerequisites.KUEUE_GROUP, _kueue_version(cluster, answers),
-                       prerequisites.KUEUE_PLURALS[prerequisites.CLUSTER_QUEUE])
-        answers[where] = cluster.get_cluster_scoped(res, name)
-    if answers[where] is None:
-        return "no ClusterQueue %s (of LocalQueue %s/%s)" % (name, gang.namespace, gang.queue)
-    return kueue_fit.never_admitted(gang, answers[where])
+    need = prerequisites.Need(prerequisites.CLUSTER_QUEUE, prerequisites.CLUSTER_SCOPED, name)
+    problem = _missing(cluster, need, answers)  # asked for once, as every Kueue object
+    if problem:
+        return "%s (of LocalQueue %s/%s)" % (problem, gang.namespace, gang.queue)
+    return kueue_fit.never_admitted(gang, answers[(need.kind, need.namespace, need.name)])
 
 
 def _missing(cluster: Cluster, need, answers: dict) -> str | None:
