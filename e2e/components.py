@@ -361,9 +361,7 @@ def wait_node_ready(bins, node: layout.Node) -> None:
 def jobset(bins, jobset_src: Path) -> None:
     """JobSet's controller outside the cluster: its webhooks on loopback with our certificate."""
     certdir = layout.state("jobset", "certs")
-    certdir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(certs.pki("jobset-webhook.crt"), certdir / "tls.crt")
-    shutil.copy(certs.pki("jobset-webhook.key"), certdir / "tls.key")
+    _webhook_certs(certdir)
     cfg = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
            "internalCertManagement": {"enable": False}, "leaderElection": {"leaderElect": False},
            "webhook": {"port": layout.JOBSET_WEBHOOK_PORT, "host": "127.0.0.1", "certDir": str(certdir)},
@@ -373,12 +371,24 @@ def jobset(bins, jobset_src: Path) -> None:
     start("jobset", [bins["jobset"], "--config", path, "--kubeconfig", layout.ADMIN_KUBECONFIG,
                      "--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
     _jobset_webhooks(bins, jobset_src / "config" / "components" / "webhook")
+    _wait_webhook("jobset", layout.JOBSET_WEBHOOK_PORT, 60)
 
+
+def _webhook_certs(*dirs: Path) -> None:
+    """The webhook serving certificate (the cluster CA's, for 127.0.0.1) as tls.crt/tls.key in each of ``dirs``."""
+    for where in dirs:
+        where.mkdir(parents=True, exist_ok=True)
+        shutil.copy(certs.pki("jobset-webhook.crt"), where / "tls.crt")
+        shutil.copy(certs.pki("jobset-webhook.key"), where / "tls.key")
+
+
+def _wait_webhook(part: str, port: int, seconds: int) -> None:
+    """Until ``part``'s webhook listens on 127.0.0.1:``port`` (bounded)."""
     def serving() -> bool:
         import socket
-        with socket.create_connection(("127.0.0.1", layout.JOBSET_WEBHOOK_PORT), timeout=1):
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
             return True
-    wait_ready("jobset", serving, 60, f"webhook on 127.0.0.1:{layout.JOBSET_WEBHOOK_PORT}")
+    wait_ready(part, serving, seconds, f"webhook on 127.0.0.1:{port}")
 
 
 def jobset_webhook_configs(webhook_dir: Path, url: str, ca_bundle: str) -> list[dict]:
@@ -411,10 +421,7 @@ def kueue(bins, kueue_src: Path) -> None:
     certificate, only its JobSet integration (so it acts on JobSets labelled with a queue and
     nothing else), no visibility API server; then the cluster's one ResourceFlavor."""
     certdir = layout.state("kueue", "certs")
-    for where in (certdir, layout.KUEUE_METRICS_CERTS):
-        where.mkdir(parents=True, exist_ok=True)
-        shutil.copy(certs.pki("jobset-webhook.crt"), where / "tls.crt")
-        shutil.copy(certs.pki("jobset-webhook.key"), where / "tls.key")
+    _webhook_certs(certdir, layout.KUEUE_METRICS_CERTS)
     cfg = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
            "namespace": layout.KUEUE_NAMESPACE,
            "internalCertManagement": {"enable": False}, "leaderElection": {"leaderElect": False},
@@ -429,12 +436,7 @@ def kueue(bins, kueue_src: Path) -> None:
                                  f"https://127.0.0.1:{layout.KUEUE_WEBHOOK_PORT}", certs.ca_bundle())
     kubectl(bins, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}).encode(),
             part="kueue")
-
-    def serving() -> bool:
-        import socket
-        with socket.create_connection(("127.0.0.1", layout.KUEUE_WEBHOOK_PORT), timeout=1):
-            return True
-    wait_ready("kueue", serving, 120, f"webhook on 127.0.0.1:{layout.KUEUE_WEBHOOK_PORT}")
+    _wait_webhook("kueue", layout.KUEUE_WEBHOOK_PORT, 120)
     flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": layout.KUEUE_FLAVOR}}
     # The webhook's port opens before its handlers answer: the first request may be refused.
     wait_ready("kueue", lambda: bool(kubectl(bins, "apply", "-f", "-", input=json.dumps(flavor).encode(), part="kueue",
