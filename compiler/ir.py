@@ -312,7 +312,7 @@ class ExitHook:
     template: str  # naming.exit_hook_template_name: 0-on-success-<fn> / 0-on-error-<fn>
     function: str
     on_success: bool  # else on error
-    image: str  # its pod is otherwise the start step's (templates/common.derived_pod)
+    image: str  # its pod is otherwise the start step's (templates/pod.INHERITS)
     cpu: str = "1"
     memory_mb: int = 4096
 

@@ -41,8 +41,6 @@ image). Every image of a flow holds the flow's code, Metaflow and mfargo, which 
 
 from __future__ import annotations
 
-import dataclasses
-
 from . import argo_models as m
 
 from mfargo.compiler import command as sh
@@ -50,10 +48,12 @@ from mfargo.compiler import ir, naming
 
 from metaflow_extensions.mfargo.plugins import gang_report, pod_contract
 
-from . import common, expr, gang, wiring
+from . import common, expr, gang, pod, wiring
 
 # It only reads a few objects: it must fit anywhere, whatever the gang's own size.
 RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("256Mi")})
+# Long enough for a slow image pull; it reads a few API objects and writes one metadata entry.
+DEADLINE_SECONDS = 600
 
 
 def task(step: ir.Step) -> m.DAGTask:
@@ -73,13 +73,6 @@ def jobset_names(step: ir.Step) -> list[str]:
     return [naming.jobset_name(gang.JOBSET_ID, str(n)) for n in range(step.retry.total, -1, -1)]
 
 
-def report_compute(step: ir.Step, wf: ir.Workflow) -> ir.Compute:
-    """The gang step's pod with the start step's image, pull secrets and pull policy."""
-    start = wf.steps[wf.start].compute
-    return dataclasses.replace(step.compute, image=start.image, image_pull_secrets=start.image_pull_secrets,
-                               image_pull_policy=start.image_pull_policy)
-
-
 def _report_env(step: ir.Step) -> tuple:
     """The step's env, and a queued gang's queue (the report names it when Kueue never admitted the gang)."""
     queue = step.gang.placement.queue
@@ -87,22 +80,21 @@ def _report_env(step: ir.Step) -> tuple:
 
 
 def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
+    return pod.argo_template(
+        report_pod(step, wf),
+        name=naming.gang_report_template_name(step.name),
+        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n, _ in gang.report_arguments(step.gang)]),
+    )
+
+
+def report_pod(step: ir.Step, wf: ir.Workflow) -> pod.Pod:
+    """The report's pod (``pod.INHERITS``): the gang step's account and placement, the start image."""
     report = (sh.Raw("exec python -m"), sh.Lit(gang_report.__name__), sh.Lit(wf.flow_name), sh.Lit(expr.RUN_ID),
               sh.Lit(step.name), sh.Lit(naming.control_task_id(gang.ENTROPY)), sh.Lit(pod_contract.TERMINATION_LOG),
               *(sh.Lit(name) for name in jobset_names(step)))
-    compute = report_compute(step, wf)
-    pod, container = common.derived_pod(compute, common.GANG_REPORT_DEADLINE_SECONDS, with_secrets=True)
-    return m.Template(
-        name=naming.gang_report_template_name(step.name),
-        inputs=m.Inputs(parameters=[m.Parameter(name=n) for n, _ in gang.report_arguments(step.gang)]),
-        **pod,
-        container=m.Container(
-            name="main",
-            image=compute.image,
-            args=sh.step_args([report]),  # after templateDefaults' shared command (the code first)
-            env=common.env_vars(_report_env(step)) or None,
-            resources=RESOURCES,
-            termination_message_path=pod_contract.TERMINATION_LOG,
-            **container,
-        ),
+    return pod.lower(
+        pod.Kind.REPORT, step.compute, wf.steps[wf.start].compute,
+        args=sh.step_args([report]),  # after templateDefaults' shared command (the code first)
+        env=tuple(common.env_vars(_report_env(step))), resources=RESOURCES,
+        deadline_seconds=DEADLINE_SECONDS, termination_message_path=pod_contract.TERMINATION_LOG,
     )

@@ -22,7 +22,7 @@ from . import argo_models as m
 from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 
-from . import common, expr
+from . import common, expr, pod
 
 def task() -> m.DAGTask:
     return m.DAGTask(name=naming.HEARTBEAT_TASK, template=naming.heartbeat_template_name())
@@ -30,4 +30,4 @@ def task() -> m.DAGTask:
 
 def template(wf: ir.Workflow) -> m.Template:
     call = sh.heartbeat_call(wf.script, wf.top_level_args, expr.RUN_ID, wf.tags, wf.init_executable)
-    return common.daemon_template(naming.heartbeat_template_name(), wf.steps[wf.start].compute, call)
+    return common.daemon_template(naming.heartbeat_template_name(), pod.Kind.HEARTBEAT, wf, call)

@@ -16,7 +16,7 @@ from mfargo.compiler import command as sh
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import Label
 
-from . import common
+from . import pod
 
 
 ON_SUCCESS = "workflow.status == 'Succeeded'"
@@ -57,6 +57,7 @@ headers = {"Content-Type": "application/json", "Authorization": "Bearer " + os.e
 urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers), timeout=30).read()
 """ % (TEXT_ENV, PD_ACTION_ENV, DEDUP_ENV, INCIDENT_IO_METADATA_ENV, INCIDENT_IO_SOURCE_ENV, INCIDENT_IO_KEY_ENV)
 
+NOTIFY_DEADLINE_SECONDS = 300  # one HTTPS call (30 s timeout), and a slow image pull
 NOTIFY_RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("128M")})
 
 
@@ -95,20 +96,12 @@ def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
             sh.Lit(run_pathspec(wf)))
     lines.append(sh.with_task_logs(hook, last=True))
     start = wf.steps[wf.start]  # a hook runs the flow's code as the start step does
-    pod, container = common.derived_pod(start.compute, start.timeout_seconds, with_secrets=True)
-    return m.Template(
-        name=h.template,
-        **pod,
-        container=m.Container(
-            name="main",
-            image=h.image,
-            args=sh.step_args(lines),
-            resources=m.ResourceRequirements(
-                requests={"cpu": m.Quantity(h.cpu), "memory": m.Quantity("%dM" % h.memory_mb)}
-            ),
-            **container,
-        ),
+    hook_pod = pod.lower(
+        pod.Kind.EXIT_HOOK, start.compute, start.compute, image=h.image, args=sh.step_args(lines),
+        resources=m.ResourceRequirements(requests={"cpu": m.Quantity(h.cpu), "memory": m.Quantity("%dM" % h.memory_mb)}),
+        deadline_seconds=start.timeout_seconds,
     )
+    return pod.argo_template(hook_pod, name=h.template)
 
 
 def _secret_env(name: str, ref: ir.SecretRef) -> m.EnvVar:
@@ -151,11 +144,8 @@ def _notify_templates(wf: ir.Workflow) -> list[tuple[str, bool, m.Template]]:
 def _notify_template(name: str, wf: ir.Workflow, script: str, env: list[m.EnvVar]) -> m.Template:
     """A notification pod: the start step's pod (its image by default, --notify-image else)
     without its Secrets: it reads only its own credential."""
-    pod, container = common.derived_pod(wf.steps[wf.start].compute, common.NOTIFY_DEADLINE_SECONDS,
-                                        with_secrets=False)
-    return m.Template(
-        name=name,
-        **pod,
-        container=m.Container(name="main", image=wf.deployment.notify.image, command=["python", "-c", script],
-                              env=env, resources=NOTIFY_RESOURCES, **container),
-    )
+    start = wf.steps[wf.start].compute
+    notify_pod = pod.lower(pod.Kind.NOTIFY, start, start, image=wf.deployment.notify.image,
+                           command=["python", "-c", script], env=tuple(env), resources=NOTIFY_RESOURCES,
+                           deadline_seconds=NOTIFY_DEADLINE_SECONDS)
+    return pod.argo_template(notify_pod, name=name)

@@ -25,7 +25,7 @@ from mfargo.compiler.constants import RUN_USER, Env, JobSetKey, Label
 
 from metaflow_extensions.mfargo.plugins import pod_contract
 
-from . import common, emit, expr, gang, gang_policy, pod_command, wiring
+from . import common, emit, expr, gang, gang_policy, pod, pod_command, wiring
 
 SUCCESS = "status.terminalState == Completed"
 FAILURE = "status.terminalState == Failed"
@@ -36,7 +36,7 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
     return m.Template(
         name=wiring.task_name(step.name),
         inputs=wiring.template_inputs_model(step, wf),
-        metadata=common.step_metadata(step, step.retry),
+        metadata=common.step_metadata(step),
         # No activeDeadlineSeconds here: a resource pod killed by its deadline leaves the workflow
         # Running forever (argo-workflows#13937, open; seen on v4.0.5). Each Job's deadline bounds
         # the gang instead (_job), and the JobSet's failure ends this step.
@@ -54,23 +54,19 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
 def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     """The JobSet for one attempt of ``step``'s gang."""
     name = gang.jobset_name(step)
-    labels = {
-        **dict(step.compute.labels),
+    own_labels = {
         Label.PART_OF: Label.METAFLOW,
         Label.ARGO_WORKFLOW: expr.WORKFLOW_NAME,
         Label.WORKFLOW_NAME: expr.WORKFLOW_NAME,
     }
     # What Argo's podMetadata gives its own pods (JobSet pods are not Argo's), as core's gangs carry it.
-    annotations = {
-        **dict(step.compute.annotations),
-        Label.STEP_NAME: step.name,
+    own_annotations = {
+        **common.step_annotations(step),
         Label.RUN_ID: wiring.RUN_ID,
         Label.FLOW_NAME: wf.flow_name,
         Label.USER: RUN_USER,
     }
-    if common.attempt_tag(step.retry):
-        annotations[Label.ATTEMPT] = common.attempt_tag(step.retry)
-    pod_metadata = {"labels": labels, "annotations": annotations}
+    labels, annotations = pod.metadata(step.compute, own_labels, own_annotations)
     placement = step.gang.placement
     kueue = {JobSetKey.KUEUE_QUEUE: placement.queue, JobSetKey.KUEUE_PRIORITY_CLASS: placement.priority_class}
     jobset_labels = {**labels, **{k: v for k, v in kueue.items() if v}}
@@ -80,16 +76,15 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
     if placement.queue:  # how long Kueue may keep it suspended: the run's queue watch reads it
         jobset_annotations = {**jobset_annotations, JobSetKey.QUEUE_DEADLINE: str(step.timeout_seconds)}
     command = pod_command.gang_script(step, wf)
-    container, pod_spec = _pod(step, step.compute, command, name)
-    pod_failure = gang_policy.pod_failure_policy(placement, container["name"])
+    pod_failure = gang_policy.pod_failure_policy(placement, JobSetKey.CONTAINER)
     first_job = gang.first_job(step)
     if first_job == JobSetKey.RANKS_JOB:
-        jobs = [(JobSetKey.RANKS_JOB, emit.BareTag(gang.NUM_PARALLEL), container, pod_spec)]
+        jobs = [(JobSetKey.RANKS_JOB, emit.BareTag(gang.NUM_PARALLEL), step.compute)]
     else:  # the control's own size, image and placement (@jobset(control=...))
-        control, control_spec = _pod(step, placement.control, command, name)
-        jobs = [(JobSetKey.CONTROL_JOB, 1, control, control_spec),
-                (JobSetKey.WORKER_JOB, emit.BareTag(gang.WORKER_REPLICAS), container, pod_spec)]
+        jobs = [(JobSetKey.CONTROL_JOB, 1, placement.control),
+                (JobSetKey.WORKER_JOB, emit.BareTag(gang.WORKER_REPLICAS), step.compute)]
     shared_env = _shared_env(step, wf, name, first_job)
+    start = wf.steps[wf.start].compute
     # No metadata.namespace: the JobSet lives in the Workflow's namespace, as its owner must.
     return {
         "apiVersion": JobSetKey.API_VERSION,
@@ -103,9 +98,13 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
             "failurePolicy": gang_policy.failure_policy(placement),
             "ttlSecondsAfterFinished": wf.jobset_ttl_seconds,
             "replicatedJobs": [
-                _job(job, replicas, pod_metadata, spec, pod_failure, pod_container,
-                     shared_env + [{"name": Env.FIRST_RANK, "value": str(pod_contract.FIRST_RANK[job])}], step)
-                for job, replicas, pod_container, spec in jobs
+                _job(step, job, replicas, pod_failure, name, own_labels, own_annotations, pod.lower(
+                    pod.Kind.GANG, compute, start, command=command, deadline_seconds=step.timeout_seconds,
+                    # A worker that cannot reach the control says why here (gang_control.py); the
+                    # failure report reads it from the pod's status.
+                    termination_message_path=pod_contract.TERMINATION_LOG,
+                    env=tuple(shared_env) + ({"name": Env.FIRST_RANK, "value": str(pod_contract.FIRST_RANK[job])},)))
+                for job, replicas, compute in jobs
             ],
         },
     }
@@ -147,48 +146,10 @@ def _annotation_ref(name: str, key: str) -> dict:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['%s']" % key}}}
 
 
-def _pod(step: ir.Step, compute: ir.Compute, command: list[str], jobset: str) -> tuple[dict, dict]:
-    """Container and pod spec of a gang pod (the same objects for both roles unless the
-    control has its own ``compute``)."""
-    vols, mounts, extra_env = common.volumes(compute, with_outputs=False)
-    container = (
-        m.Container(
-            name=JobSetKey.CONTAINER,
-            image=compute.image,
-            image_pull_policy=compute.image_pull_policy,
-            command=command,
-            env_from=common.env_from(compute),
-            resources=common.resources(compute),
-            volume_mounts=mounts or None,
-            ports=common.ports(compute),
-            security_context=common.security_context(compute),
-            # A worker that cannot reach the control says why here (gang_control.py); the
-            # failure report reads it from the pod's status.
-            termination_message_path=pod_contract.TERMINATION_LOG,
-        )
-    )
-    container["extra_env"] = extra_env
-    pod_spec = {
-        "restartPolicy": "Never",
-        "subdomain": jobset,
-    }
-    if compute.service_account:
-        pod_spec["serviceAccountName"] = compute.service_account
-    if compute.node_selector:
-        pod_spec["nodeSelector"] = dict(compute.node_selector)
-    if compute.tolerations:
-        pod_spec["tolerations"] = common.tolerations(compute)
-    if compute.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": s} for s in compute.image_pull_secrets]
-    if vols:
-        pod_spec["volumes"] = vols
-    return container, pod_spec
-
-
-def _job(name, replicas, pod_metadata, pod_spec, pod_failure, container, env, step: ir.Step) -> dict:
-    shared = {k: v for k, v in container.items() if k != "extra_env"}
-    this_container = {**shared, "env": container["extra_env"] + env}
-    _refuse_contract_names(step, this_container["env"])
+def _job(step: ir.Step, name: str, replicas, pod_failure: dict, jobset: str, labels: dict, annotations: dict,
+         gang_pod: pod.Pod) -> dict:
+    template = pod.jobset_pod(gang_pod, jobset, labels, annotations)
+    _refuse_contract_names(step, template["spec"]["containers"][0]["env"])
     return {
         "name": name,
         "replicas": replicas,
@@ -199,10 +160,10 @@ def _job(name, replicas, pod_metadata, pod_spec, pod_failure, container, env, st
                 "podFailurePolicy": pod_failure,
                 # @timeout, counted from the Job's start: a pod that is never scheduled or never
                 # pulls its image fails the Job too (DeadlineExceeded), then the JobSet.
-                "activeDeadlineSeconds": step.timeout_seconds,
+                "activeDeadlineSeconds": gang_pod.deadline_seconds,
                 "completions": 1,
                 "parallelism": 1,
-                "template": {"metadata": pod_metadata, "spec": {**pod_spec, "containers": [this_container]}},
+                "template": template,
             }
         },
     }

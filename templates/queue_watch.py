@@ -15,8 +15,6 @@ service account, which the bundle's Role is bound to, not the start step's.
 
 from __future__ import annotations
 
-import dataclasses
-
 from . import argo_models as m
 
 from mfargo.compiler import command as sh
@@ -24,7 +22,7 @@ from mfargo.compiler import ir, naming
 
 from metaflow_extensions.mfargo.plugins import queue_watch
 
-from . import common, expr
+from . import common, expr, pod
 
 
 def needed(wf: ir.Workflow) -> bool:
@@ -38,5 +36,4 @@ def task() -> m.DAGTask:
 
 def template(wf: ir.Workflow) -> m.Template:
     call = (sh.Raw("exec python -m"), sh.Lit(queue_watch.__name__), sh.Lit(expr.WORKFLOW_NAME))
-    compute = dataclasses.replace(wf.steps[wf.start].compute, service_account=None)  # the Role's account
-    return common.daemon_template(naming.queue_watch_template_name(), compute, call)
+    return common.daemon_template(naming.queue_watch_template_name(), pod.Kind.QUEUE_WATCH, wf, call)

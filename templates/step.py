@@ -7,15 +7,12 @@ from . import argo_models as m
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Env, Path
 
-from . import common, expr, pod_command, wiring
+from . import common, expr, pod, pod_command, wiring
 
 
 def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequirements) -> m.Template:
     """``default_resources`` come from templateDefaults: a step that needs them says nothing."""
-    compute = step.compute
-    resources = common.resources(compute)
-    vols, mounts, extra_env = common.volumes(compute, with_outputs=bool(wiring.outputs(step)))
-    env = common.env_vars(step.environment) + extra_env
+    env = []
     if wiring.outputs(step):
         env.append(m.EnvVar(name=Env.OUTPUT_DIR, value=Path.OUTPUTS))
     if isinstance(step.inputs, ir.FromParameters):
@@ -23,29 +20,20 @@ def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequireme
             m.EnvVar(name=pod_command.parameter_base64_env(p.name), value=expr.parameter_base64(p.name))
             for p in wf.parameters
         ]
-    return m.Template(
+    step_pod = pod.lower(
+        pod.Kind.STEP, step.compute, wf.steps[wf.start].compute,
+        args=pod_command.step_args(step, wf),  # after templateDefaults' shared command
+        env_head=tuple(common.env_vars(step.environment)), env=tuple(env),
+        deadline_seconds=step.timeout_seconds, with_outputs=bool(wiring.outputs(step)),
+    )
+    return pod.argo_template(
+        step_pod,
+        default_resources=default_resources,
         name=template_name(step),
         inputs=wiring.template_inputs_model(step, wf),
         outputs=_outputs(step),
-        metadata=common.step_metadata(step, step.retry),
-        active_deadline_seconds=m.IntOrString(step.timeout_seconds),
+        annotations=common.step_annotations(step),
         retry_strategy=common.retry_strategy(step.retry),
-        service_account_name=compute.service_account,
-        node_selector=dict(compute.node_selector) or None,
-        tolerations=common.tolerations(compute),
-        pod_spec_patch=common.pod_spec_patch(compute),
-        volumes=vols or None,
-        container=m.Container(
-            image=compute.image,
-            image_pull_policy=compute.image_pull_policy,
-            args=pod_command.step_args(step, wf),  # after templateDefaults' shared command
-            env=env or None,
-            env_from=common.env_from(compute),
-            resources=None if resources == default_resources else resources,
-            volume_mounts=mounts or None,
-            ports=common.ports(compute),
-            security_context=common.security_context(compute),
-        ),
     )
 
 

@@ -10,7 +10,7 @@ from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import RUN_USER, Api, Label
 
-from . import common, dag, expr, gang_report, heartbeat, hooks, jobset, pod_command, queue_watch, recursion, sensor, step
+from . import common, dag, expr, gang_report, heartbeat, hooks, jobset, pod, pod_command, queue_watch, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -88,7 +88,7 @@ def _most_common_image(wf: ir.Workflow) -> str:
 
 def _most_common_resources(wf: ir.Workflow) -> m.ResourceRequirements:
     """Resources most steps share: set once in templateDefaults, omitted where equal."""
-    options = [common.resources(s.compute) for s in wf.steps.values()]
+    options = [pod.resources_of(s.compute) for s in wf.steps.values()]
     keys = [json.dumps(r, sort_keys=True) for r in options]
     best = max(sorted(set(keys)), key=keys.count)
     return options[keys.index(best)]
