@@ -7,6 +7,9 @@ report needs: ``get`` on jobsets, ``list`` on jobs, pods and events, and ``delet
 jobsets (it deletes its gang's finished JobSets, so ``argo retry`` can create them
 again); with a gang queued in Kueue, ``list`` on jobsets for the run's queue watch. Nothing more.
 
+A gang's failure report is an Argo pod of its step: it runs as the step's service account
+(else the workflow's), so every such account is bound to that Role too.
+
 Gang pods read their control's pod (``list`` on pods: ``plugins/gang_control.py``) with
 their own service account (``@kubernetes(service_account=...)``, else the namespace's
 ``default``). When that is the workflow's, the Role above covers it; any other gets a
@@ -18,7 +21,7 @@ from __future__ import annotations
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Label
 
-from . import queue_watch
+from . import gang_report, queue_watch
 
 RULES = (
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get", "delete"]},
@@ -58,13 +61,21 @@ def gang_pod_accounts(wf: ir.Workflow) -> list[str]:
     return sorted(accounts)
 
 
+def report_accounts(wf: ir.Workflow, workflow_account: str) -> list[str]:
+    """The service accounts the gang failure reports run as, sorted (Argo pods: the
+    workflow's when their pod names none)."""
+    return sorted({gang_report.report_pod(s, wf).compute.service_account or workflow_account
+                   for s in wf.steps.values() if s.gang})
+
+
 def build(wf: ir.Workflow) -> list[dict]:
     if not any(s.gang for s in wf.steps.values()):
         return []
     workflow_account = wf.deployment.bundle.service_account or DEFAULT_ACCOUNT
     rules = RULES + (QUEUE_WATCH_RULES if queue_watch.needed(wf) else ())
-    docs = _role(wf, role_name(wf), rules, [workflow_account])
-    others = [a for a in gang_pod_accounts(wf) if a != workflow_account]
+    accounts = [workflow_account] + [a for a in report_accounts(wf, workflow_account) if a != workflow_account]
+    docs = _role(wf, role_name(wf), rules, accounts)
+    others = [a for a in gang_pod_accounts(wf) if a not in accounts]
     if others:
         docs += _role(wf, gang_pods_role_name(wf), GANG_POD_RULES, others)
     return docs

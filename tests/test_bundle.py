@@ -17,6 +17,7 @@ import yaml
 
 from flowtools import EXAMPLES, compile_file, compile_source, pod_command, script, write_flow
 from mfargo import validation
+from mfargo.compiler import naming
 from shared_schemas import SHARED_AVAILABLE, SHARED_DIR, run_shared_validator
 
 HEAD = "from metaflow import FlowSpec, Parameter, step, parallel, kubernetes, schedule, trigger, trigger_on_finish\n"
@@ -287,7 +288,7 @@ GANG_POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
 
 
 @pytest.mark.parametrize("workflow_account, step_account, expected", [
-    (None, "gang-sa", ["gang-sa"]),
+    (None, "gang-sa", None),  # its failure report runs as gang-sa: the workflow's Role is bound to it
     ("trainer", None, ["default"]),
     ("trainer", "trainer", None),  # the workflow's Role already covers them
     (None, None, None),
@@ -307,6 +308,28 @@ def test_gang_pods_may_list_pods_as_their_own_service_account(tmp_path, workflow
     assert roles[name]["rules"] == GANG_POD_RULES
     assert bindings[name]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
     assert [s["name"] for s in bindings[name]["subjects"]] == expected
+
+
+@pytest.mark.parametrize("workflow_account, step_account, expected", [
+    (None, "gang-sa", ["default", "gang-sa"]),
+    ("trainer", "gang-sa", ["trainer", "gang-sa"]),
+    ("trainer", None, ["trainer"]),  # the report runs as the workflow's account
+    ("trainer", "trainer", ["trainer"]),
+])
+def test_the_failure_report_may_read_the_gang_as_its_own_service_account(tmp_path, workflow_account, step_account,
+                                                                           expected):
+    """The report pod runs as its gang step's account: the Role it reads the JobSet, Jobs,
+    pods and events with is bound to that account (it was bound to the workflow's only)."""
+    body = GANG.replace("    @parallel\n", "    @kubernetes(service_account=%r)\n    @parallel\n" % step_account
+                        if step_account else "    @parallel\n")
+    options = ("--service-account", workflow_account) if workflow_account else ()
+    docs = compile_source(tmp_path, flow_source("", body), *options)
+    wt = docs[0]
+    name = wt["metadata"]["name"] + "-jobset"
+    binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == name)
+    assert [s["name"] for s in binding["subjects"]] == expected
+    report = next(t for t in wt["spec"]["templates"] if t["name"] == naming.gang_report_template_name("train"))
+    assert report.get("serviceAccountName", workflow_account or "default") in expected
 
 
 def test_checked_in_gang_example_has_rbac():

@@ -96,6 +96,18 @@ def deployed(env: dict, *flows: Path):
             flow_cmd(env, flow, "argo-workflows", "delete")
 
 
+@contextlib.contextmanager
+def service_account(env: dict, name: str):
+    """A service account in the flows' namespace while the block runs."""
+    namespace = env["METAFLOW_KUBERNETES_NAMESPACE"]
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+    kubectl(env, "apply", "-f", "-", input=json.dumps(account))
+    try:
+        yield name
+    finally:
+        kubectl(env, "delete", "serviceaccount", name, "-n", namespace, "--wait=false")
+
+
 def nodes_by_name(wf: dict) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for node in wf["status"]["nodes"].values():
@@ -319,7 +331,8 @@ class GangOomFlow(FlowSpec):
     def start(self):
         self.next(self.train, num_parallel=2)
 
-    @kubernetes(cpu=0.25, memory=256, port=29500, qos="Guaranteed")  # limits = requests
+    # limits = requests; its pods and its failure report run as its own service account
+    @kubernetes(cpu=0.25, memory=256, port=29500, qos="Guaranteed", service_account="gang-oom")
     @parallel
     @step
     def train(self):
@@ -397,9 +410,11 @@ if __name__ == "__main__":
 def test_oom_killed_rank_is_the_reported_reason(cluster_env, tmp_path):
     """A rank over its memory limit is OOM-killed by the kernel: the JobSet fails, and the gang's
     failure report names OOMKilled in its Argo node message and in the control task's
-    `gang-failure` metadata (Metaflow's client)."""
+    `gang-failure` metadata (Metaflow's client). The step runs as a service account of its
+    own (not the workflow's), as its failure report does: the bundle's Role must be bound
+    to it for the report to read the gang (it once was not: HTTP 403)."""
     flow = write_flow(tmp_path, "GangOomFlow", OOM)
-    with deployed(cluster_env, flow) as start:
+    with service_account(cluster_env, "gang-oom"), deployed(cluster_env, flow) as start:
         run_id = start(flow)
         wf = wait_workflow(cluster_env, run_id, timeout=300)
         nodes = nodes_by_name(wf)
