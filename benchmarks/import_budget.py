@@ -22,7 +22,7 @@ from pathlib import Path
 from compile_scale import GANG_FLOW, TOP
 
 GROUPS = ("metaflow", "boto3", "botocore", "hera", "pydantic", "pydantic_core", "jsonschema", "yaml",
-          "kubernetes", "mfargo.compiler", "mfargo.templates", "mfargo.validation", "mfargo.deploy",
+          "kubernetes", "mfargo.compiler", "mfargo.templates", "mfargo.base.validation", "mfargo.deploy",
           "mfargo.cluster", "mfargo", "metaflow_extensions")
 NEVER_OFFLINE = ("kubernetes", "mfargo.deploy", "mfargo.cluster")
 LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s+)(\S+)")

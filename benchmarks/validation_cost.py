@@ -1,7 +1,7 @@
 """What checking the emitted documents costs, and that it grows linearly with the flow.
 
 For compile_scale.py's generated flows (each block: a foreach, a @parallel gang, splits), the
-documents are built once in-process, then `mfargo.validation.validate_documents` (the schemas,
+documents are built once in-process, then `mfargo.base.validation.validate_documents` (the schemas,
 Argo's and JobSet's rules, the Kubernetes pod rules, each JobSet manifest with its tags
 replaced) is timed: CPU seconds, median of --runs, after one unmeasured run (schemas loaded).
 
@@ -48,7 +48,7 @@ def documents(steps: int, where: Path) -> tuple[list[dict], int]:
 
 
 def main(argv: list[str]) -> None:
-    from mfargo.validation import validate_documents
+    from mfargo.base.validation import validate_documents
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)

@@ -11,7 +11,7 @@ import os
 from dataclasses import replace
 
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 
 from . import decorators as decos
 from . import graph as graphs

@@ -118,14 +118,14 @@ def _port(step: str, value) -> int | None:
 
 def _security_context(step: str, value) -> tuple:
     """Kubernetes' SecurityContext, checked against its schema (the one Argo's embeds, shipped
-    in mfargo/schemas): an unknown field or a wrong type is refused here, naming the step,
+    in base/schemas): an unknown field or a wrong type is refused here, naming the step,
     not dropped or left to the API server. Keys may be snake_case, as Metaflow's own
     @kubernetes takes them (the kubernetes client's V1SecurityContext); the YAML has the
     API's camelCase."""
     context = rules.mapping(step, "kubernetes", "security_context", value)
     if not context:
         return ()  # the schema is loaded only for a context to check (a cached compile never loads it)
-    from mfargo.validation.schema import definition_errors
+    from mfargo.base.validation.schema import definition_errors
 
     context = _api_keys(step, context)
     problems = definition_errors("io.k8s.api.core.v1.SecurityContext", context)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
 
-from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+from mfargo.base.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
 
 class Transition(enum.Enum):

@@ -31,7 +31,7 @@ import hashlib
 import re
 
 from metaflow_extensions.mfargo.plugins import pod_contract
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 
 from . import command as sh
 from .constants import Env, UbfContext

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 
@@ -126,3 +127,11 @@ def cli_string(value, type_name: str) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
     return str(value)
+
+
+def include_file_bytes(path: str) -> bytes:
+    """The object Metaflow stores for an IncludeFile: the file's bytes, gzip-compressed (no
+    time stamp: the same file gives the same object, whoever uploads it). Here because both
+    `create` (mfargo/include_file.py) and `mfargo run` (runner/include_files.py) upload it."""
+    with open(path, "rb") as f:
+        return gzip.compress(f.read(), compresslevel=3, mtime=0)

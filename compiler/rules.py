@@ -2,7 +2,7 @@
 checked at compile time so a bad value is one line naming the step and the decorator
 instead of YAML the cluster rejects (or, worse, accepts and misreads).
 
-Kubernetes syntax itself lives in ``mfargo.k8s_syntax``; this module says which field
+Kubernetes syntax itself lives in ``mfargo.base.k8s_syntax``; this module says which field
 must follow which rule.
 """
 
@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from metaflow.metaflow_config import MAX_ATTEMPTS  # attempts Metaflow's runtime allows a task
 
-from mfargo import k8s_syntax as k8s
+from mfargo.base import k8s_syntax as k8s
 
 from .command import SCRIPT_VAR_PREFIX
 from .constants import RESERVED_PREFIXES
@@ -279,8 +279,8 @@ def python_identifier(step: str, decorator: str, key: str, value) -> None:
 
 
 def cron(expression: str, decorator: str = "schedule", key: str = "cron", descriptors: bool = True) -> None:
-    """As Argo's cron parser reads it (mfargo.cron_syntax)."""
-    from mfargo import cron_syntax
+    """As Argo's cron parser reads it (mfargo.base.cron_syntax)."""
+    from mfargo.base import cron_syntax
 
     problem = cron_syntax.cron_problem(expression, descriptors)
     if problem:
@@ -288,7 +288,7 @@ def cron(expression: str, decorator: str = "schedule", key: str = "cron", descri
 
 
 def timezone(name, decorator: str = "schedule", key: str = "timezone") -> None:
-    from mfargo import cron_syntax
+    from mfargo.base import cron_syntax
 
     problem = cron_syntax.timezone_problem(name) if name else None
     if problem:

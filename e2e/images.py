@@ -29,7 +29,7 @@ from proc import PartFailed, run, say, unmount_under
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 PY_REQUIREMENTS = ("metaflow==2.19.39", "boto3", "requests", "setuptools>=70.1")
 # What pip installs from the checkout, and what it needs to do so.
-PROJECT_FILES = ("pyproject.toml", "README.md", "mfargo", "compiler", "templates", "runner", "extension")
+PROJECT_FILES = ("pyproject.toml", "README.md", "mfargo", "base", "compiler", "templates", "runner", "extension")
 
 
 def _key(*parts) -> str:

@@ -17,7 +17,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 # The total time one call may take, whatever the server does. Seconds; the environment
 # variable overrides it (a slow API server, a huge list page).

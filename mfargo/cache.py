@@ -68,7 +68,7 @@ def _source_digest() -> str:
 
     digest = hashlib.sha256()
     roots = []
-    for package in ("mfargo", "mfargo.compiler", "mfargo.templates", "mfargo.validation",
+    for package in ("mfargo", "mfargo.compiler", "mfargo.templates", "mfargo.base.validation",
                     "metaflow_extensions.mfargo.plugins"):
         spec = find_spec(package)
         if spec is not None:

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from mfargo import api_guard
 from mfargo.api_guard import server_of, without_credentials
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 ARGO_GROUP = "argoproj.io"
 ARGO_VERSION = "v1alpha1"

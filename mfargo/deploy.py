@@ -18,7 +18,7 @@ from mfargo import owners, tokens
 from mfargo.cluster import CRON_WORKFLOWS, JOBSETS, SENSORS, WORKFLOW_TEMPLATES, Cluster, ClusterError, Resource
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 Echo = Callable[..., None]  # Metaflow's obj.echo(text, bold=..., fg=...)
 

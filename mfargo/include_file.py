@@ -8,13 +8,12 @@ it. Uploading is a separate step, done only when the YAML is written or deployed
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from dataclasses import dataclass
 from hashlib import sha1
 
-from mfargo.compiler import CompileError
+from mfargo.compiler import CompileError, parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +89,7 @@ def upload(obj, files: tuple[IncludedFile, ...]) -> None:
         check_reachable(obj, item.parameter, item.url, " (--only-yaml uploads nothing)")
     with client_class() as client:
         for item in files:
-            client.put(item.url, stored_bytes(item.path), overwrite=False)
-
-
-def stored_bytes(path: str) -> bytes:
-    """The object Metaflow stores for an IncludeFile: the file's bytes, gzip-compressed."""
-    with open(path, "rb") as f:
-        return gzip.compress(f.read(), compresslevel=3, mtime=0)
+            client.put(item.url, parameters.include_file_bytes(item.path), overwrite=False)
 
 
 def check_reachable(obj, parameter: str, url: str | None = None, hint: str = "") -> None:

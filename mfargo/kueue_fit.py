@@ -24,7 +24,7 @@ from typing import Iterator
 from kubernetes.utils.quantity import parse_quantity
 
 from mfargo.compiler.constants import JobSetKey, Label
-from mfargo.validation.report import parse_manifest
+from mfargo.base.validation.report import parse_manifest
 
 
 @dataclass(frozen=True)

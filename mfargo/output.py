@@ -12,7 +12,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 
 class OutputError(UserError, OSError):

@@ -9,7 +9,7 @@ WorkflowTemplate only (deploys before the stamping did not mark the rest).
 from __future__ import annotations
 
 from mfargo.compiler.constants import Label
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 REPLACE_OTHER = "--replace-other"  # the option of `create` that allows replacing another owner's objects
 KEYS = (Label.FLOW_NAME, Label.PROJECT_NAME, Label.BRANCH_NAME)

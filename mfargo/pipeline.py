@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from mfargo.compiler import CompileError, CompileOptions, compile_flow, ir, usertext
-from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+from mfargo.base.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 from mfargo.compiler import flow_decorators as deployment
 
 
@@ -21,7 +21,8 @@ def compile_ir(flow, graph, options: CompileOptions, flow_decorators=()) -> ir.W
 
 def documents(workflow: ir.Workflow) -> list[dict]:
     """Every document to emit, checked against Argo's schema and the JobSet CRD."""
-    from mfargo import templates, validation
+    from mfargo import templates
+    from mfargo.base import validation
 
     usertext.check_workflow(workflow)
     docs = templates.build(workflow)

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from mfargo.cluster import Resource
 from mfargo.compiler.constants import JobSetKey
-from mfargo.validation.report import parse_manifest
+from mfargo.base.validation.report import parse_manifest
 
 # API groups every cluster serves: nothing to check.
 BUILT_IN_GROUPS = ("", "v1", "rbac.authorization.k8s.io", "batch", "apps")

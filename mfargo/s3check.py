@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 TIMEOUT = 5.0  # seconds to connect, and to read the answer
 

@@ -11,7 +11,7 @@ import base64
 from hashlib import sha1
 from typing import Callable
 
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 PREFIX = "production:"
 

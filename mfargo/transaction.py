@@ -18,7 +18,7 @@ from typing import Callable
 
 from mfargo.cluster import Cluster, ClusterError, Resource
 from mfargo.compiler import naming
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 STARTS_RUNS = ("CronWorkflow", "Sensor")
 # What the API server sets on an object; a restored or re-created object must not send them.

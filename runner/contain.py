@@ -5,7 +5,7 @@ The workflow's name and its template names make pod names, pod names make
 ``WORK/pods/<pod>``, a PVC ``claimName`` makes ``WORK/volumes/pvc/<claim>``, a
 ``mountPath`` a directory of the pod (mfargo writes no ``hostPath``, ``subPath`` nor
 ``workingDir``: the preflight refuses them).
-Each is held to the API server's rule for it (``mfargo.k8s_syntax``, one place for
+Each is held to the API server's rule for it (``mfargo.base.k8s_syntax``, one place for
 each rule), which admits no ``/`` and no ``..`` in a name; paths that join a volume are
 also checked after symlinks are followed (:func:`join_inside`), since pods write into
 shared PVCs. Static values are checked before the run (:func:`check_document`); values
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 
 from .model import WorkflowDoc, WorkflowError
 

@@ -120,7 +120,7 @@ def _check_and_upload(items: list[list]) -> dict[str, str]:
     """In the child: each url 'present', 'uploaded' (from its local file) or 'missing'."""
     from metaflow import S3
 
-    from mfargo.include_file import stored_bytes
+    from mfargo.compiler.parameters import include_file_bytes
 
     out = {}
     with S3() as s3:
@@ -128,7 +128,7 @@ def _check_and_upload(items: list[list]) -> dict[str, str]:
             if s3.info(url, return_missing=True).exists:
                 out[url] = "present"
             elif local:
-                s3.put(url, stored_bytes(local), overwrite=False)
+                s3.put(url, include_file_bytes(local), overwrite=False)
                 out[url] = "uploaded"
             else:
                 out[url] = "missing"

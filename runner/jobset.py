@@ -34,7 +34,7 @@ import hashlib
 import uuid
 from typing import Any
 
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 
 from . import events as ev
 from . import bounded_yaml, job_policy, kube_objects, limits
@@ -147,8 +147,8 @@ def essential_problems(obj: Any) -> list[str]:
 
 
 def validate(obj: dict) -> list[str]:
-    """The essentials, then ``mfargo.validation`` (the CRD schema and the webhook's rules)."""
-    from mfargo.validation import validate_documents
+    """The essentials, then ``mfargo.base.validation`` (the CRD schema and the webhook's rules)."""
+    from mfargo.base.validation import validate_documents
 
     return essential_problems(obj) or list(validate_documents([obj]))
 
@@ -469,7 +469,7 @@ async def run_resource(resource: dict, controller: JobSetController, *, owner: d
     if len(docs) != 1:
         raise JobSetError(f"the manifest must hold exactly one object, found {len(docs)}")
     obj = docs[0]
-    # a JobSet as mfargo writes it, always; the schema (mfargo.validation) unless --no-validate
+    # a JobSet as mfargo writes it, always; the schema (mfargo.base.validation) unless --no-validate
     problems = validate(obj) if do_validate else essential_problems(obj)
     if problems:
         raise JobSetError("The JobSet is invalid: " + "; ".join(problems))

@@ -20,7 +20,7 @@ import json
 import re
 from urllib.parse import parse_qs, urlsplit
 
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 
 from .jobset import GROUP, JobSetController
 

@@ -8,7 +8,7 @@ Here each kind is a dict: every field under its wire name (the camelCase of hera
 except the few hera spells otherwise: ``WIRE_NAMES``), None fields left out, exactly what
 hera's ``model_dump(exclude_none=True, by_alias=True)`` gives. Nothing is validated here:
 every document is checked against Argo's schema, strictly (unknown keys refused), before
-anything is written (mfargo.validation). tests/test_argo_models.py holds these names to
+anything is written (mfargo.base.validation). tests/test_argo_models.py holds these names to
 hera's: every field of every kind listed here has hera's wire name.
 """
 

@@ -35,7 +35,7 @@ SIGNAL_EXIT_CODES = {contract.RETRY_ON_KILLED: 137, contract.RETRY_ON_TERMINATED
 USER_FAILURE = "PodFailurePolicy"
 COUNTED_FAILURE = "BackoffLimitExceeded"
 # JobSet failurePolicy rule names: the webhook admits letters, digits and '_,:' only
-# (mfargo.validation.jobset.RULE_NAME); a hyphen refused every gang on a real cluster.
+# (mfargo.base.validation.jobset.RULE_NAME); a hyphen refused every gang on a real cluster.
 FAIL_RULE = "fail_on_user_code"
 RESTART_RULE = "restart_on_infrastructure"
 

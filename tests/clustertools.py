@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import engine_tools
-from mfargo.versions import DEFAULT_ARGO_VERSION
+from mfargo.base.versions import DEFAULT_ARGO_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "e2e" / "cluster"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from mfargo.versions import ARGO_VERSIONS, DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+from mfargo.base.versions import ARGO_VERSIONS, DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "e2e" / "build.py"

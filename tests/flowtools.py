@@ -58,7 +58,7 @@ def compile_file(flow: Path, *create_args: str, top_args=EXAMPLE_ARGS, env=None,
 def _record(cmd: list[str], cwd: Path, stdout: str) -> None:
     """Hand what was compiled to Argo's and JobSet's own validation (engine_tools)."""
     from engine_tools import RECORDER
-    from mfargo import versions
+    from mfargo.base import versions
 
     test = os.environ.get("PYTEST_CURRENT_TEST", "?")
     targets = (_option(cmd, "--argo-version", versions.DEFAULT_ARGO_VERSION),

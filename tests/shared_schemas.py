@@ -1,6 +1,6 @@
 """Run the independent strict checker from ../shared/schemas on files written by a test.
 
-Why: emitted YAML must pass that checker too, not only mfargo.validation; it lives next to the
+Why: emitted YAML must pass that checker too, not only mfargo.base.validation; it lives next to the
 repository (not in the package), so tests skip on SHARED_AVAILABLE when it is absent.
 """
 import subprocess
@@ -10,7 +10,7 @@ from pathlib import Path
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
 SHARED_VALIDATOR = SHARED_DIR / "schemas" / "validate.py"
 SHARED_AVAILABLE = SHARED_VALIDATOR.is_file()
-JOBSET_VERSION = "v0.12.0"  # the version shipped in mfargo/schemas/
+JOBSET_VERSION = "v0.12.0"  # the version shipped in base/schemas/
 
 
 def run_shared_validator(paths: list[Path], jobset_version: str = JOBSET_VERSION,

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from flowtools import EXAMPLES, compile_file, compile_source, pod_command, script, write_flow
-from mfargo import validation
+from mfargo.base import validation
 from mfargo.compiler import naming
 from shared_schemas import SHARED_AVAILABLE, SHARED_DIR, run_shared_validator
 

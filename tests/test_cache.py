@@ -132,7 +132,7 @@ def test_no_cache_dir_is_no_error(tmp_path, monkeypatch):
     assert cache.get("k") is None
 
 
-@pytest.mark.parametrize("package", ["templates", "mfargo/validation"])
+@pytest.mark.parametrize("package", ["templates", "base/validation"])
 def test_text_depends_on_the_ir_alone(package):
     """Why the IR is a sound key: what turns it into text reads no Metaflow config or environment."""
     for path in (REPO / package).glob("*.py"):

@@ -120,7 +120,7 @@ def test_the_cluster_runs_the_engine_releases_mfargo_targets(cluster_env):
     """JobSet: the release of mfargo's default target (e2e/build.py's JOBSET is the one place that
     names it); Argo: the release this test asked for, as each controller reports itself at start."""
     import engine_tools
-    from mfargo.versions import DEFAULT_JOBSET_VERSION
+    from mfargo.base.versions import DEFAULT_JOBSET_VERSION
 
     jobset_log = (STATE / "logs" / "jobset.log").read_text()
     [started] = re.findall(r'"gitVersion": "(v[\d.]+)"', jobset_log)[-1:]

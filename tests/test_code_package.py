@@ -1,4 +1,4 @@
-"""plugins/code_package.py: Metaflow's packager run with a recorder instead of its tar
+"""mfargo/metaflow_cli/code_package.py: Metaflow's packager run with a recorder instead of its tar
 writer; the tarball replayed from the record holds the recorded members, and an
 offline compile with a package imports no kubernetes client."""
 
@@ -39,7 +39,7 @@ def test_the_replayed_tarball_holds_the_recorded_members(tmp_path, monkeypatch):
     from metaflow.metaflow_environment import MetaflowEnvironment
     from metaflow.package import MetaflowPackage
 
-    from metaflow_extensions.mfargo.plugins import code_package
+    from mfargo.metaflow_cli import code_package
 
     path = write_flow(tmp_path, FLOW)
     (tmp_path / "helper.py").write_text("A = 1\n")

@@ -43,7 +43,7 @@ def as_plain(value):
 
 
 def compile_example(flow_file):
-    from metaflow_extensions.mfargo.plugins.metaflow_inputs import flow_decorators
+    from mfargo.metaflow_cli.metaflow_inputs import flow_decorators
 
     flow = load_flow(flow_file)
     return pipeline.compile_ir(flow, flow._graph, OPTIONS, flow_decorators(flow))
@@ -204,7 +204,7 @@ def test_jobset_values_the_cluster_would_refuse_are_one_line(tmp_path, jobset, m
 
 
 def test_a_gang_steps_environment_replaces_the_workflows_variable_and_never_the_contract(tmp_path):
-    from mfargo.validation.report import parse_manifest
+    from mfargo.base.validation.report import parse_manifest
 
     path = tmp_path / "gang_env.py"
     path.write_text(gang_flow("GangEnvFlow", "@environment(vars={'METAFLOW_USER': 'me'})"))

@@ -6,7 +6,7 @@ import yaml
 from metaflow.plugins.argo import argo_workflows_cli as core_cli
 
 from flowtools import compile_file, write_flow
-from metaflow_extensions.mfargo.plugins import argo_cli
+from mfargo.metaflow_cli import argo_cli
 
 FLOW = """
 from metaflow import FlowSpec, step

@@ -20,7 +20,7 @@ from mfargo import api_guard, deploy, owners, transaction
 from mfargo import cluster as cluster_mod
 from mfargo.api_guard import server_of, without_credentials
 from mfargo.cluster import Cluster, ClusterError
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 BUNDLE_FLOW = FLOW.replace("from metaflow import", "from metaflow import schedule, trigger,").replace(
     "class HelloFlow", '@schedule(hourly=True)\n@trigger(event="data.ready")\nclass HelloFlow')
@@ -339,7 +339,7 @@ def test_create_and_status_are_bounded_against_a_slow_drip_server(drip, kube, tm
 def test_the_deployer_api_is_bounded_against_a_slow_drip_server(drip, tmp_path, monkeypatch):
     import metaflow.metaflow_config as config
 
-    from metaflow_extensions.mfargo.plugins.deployer_objects import MfargoDeployedFlow
+    from mfargo.metaflow_cli.deployer_objects import MfargoDeployedFlow
 
     monkeypatch.setenv("KUBECONFIG", str(drip.kubeconfig(tmp_path / "kc")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

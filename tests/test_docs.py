@@ -9,7 +9,7 @@ from flowtools import REPO
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks" / "RESULTS.md"]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 # A backticked repository path: a known top-level folder or file, then a path.
-TOP = ("compiler", "templates", "mfargo", "runner", "extension", "tests", "examples", "benchmarks",
+TOP = ("base", "compiler", "templates", "mfargo", "runner", "extension", "tests", "examples", "benchmarks",
        "docs", "e2e", ".ci", "ARCHITECTURE.md", "README.md", ".pre-commit-hooks.yaml", "pyproject.toml")
 PATH = re.compile(r"`((?:%s)(?:/[\w.\-/]+)?)`" % "|".join(re.escape(t) for t in TOP))
 

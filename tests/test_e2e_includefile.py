@@ -181,7 +181,7 @@ def test_tutorial_compiles_offline(tmp_path, tutorial):
     proc = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     docs = list(yaml.safe_load_all(proc.stdout))
-    from mfargo import validation
+    from mfargo.base import validation
     assert docs[0]["kind"] == "WorkflowTemplate" and validation.validate_documents(docs) == []
 
 

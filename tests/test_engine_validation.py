@@ -1,7 +1,7 @@
 """The examples pass Argo's and JobSet's own validation code (real `argo lint --offline` of each
 Argo release mfargo targets; the webhooks of each JobSet release, behind the API server's CRD
 checks), the tools refuse what the engines refuse, and mfargo's encoding of the webhook's rules
-(mfargo.validation.jobset) agrees with the webhook of every JobSet release built.
+(mfargo.base.validation.jobset) agrees with the webhook of every JobSet release built.
 
 Every other bundle the suite compiles goes through the same checks at the end of the
 session (conftest.engine_checks)."""
@@ -16,8 +16,8 @@ import yaml
 
 import engine_tools
 from flowtools import EXAMPLES, compile_file, example_args
-from mfargo.validation import validate_documents
-from mfargo.versions import ARGO_VERSIONS, DEFAULT_ARGO_VERSION
+from mfargo.base.validation import validate_documents
+from mfargo.base.versions import ARGO_VERSIONS, DEFAULT_ARGO_VERSION
 from test_jobset_webhook_rules import jobset
 
 EXAMPLE_BUNDLES = sorted(EXAMPLES.glob("*.yaml"))

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from flowtools import EXAMPLE_CREATE_ARGS, EXAMPLES, clean_env, compile_file, example_args
-from mfargo import validation
+from mfargo.base import validation
 from shared_schemas import SHARED_AVAILABLE, run_shared_validator
 
 FLOWS = sorted(p for p in EXAMPLES.glob("*.py"))

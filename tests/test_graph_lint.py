@@ -1,4 +1,4 @@
-"""mfargo's linear loop check (plugins/graph_lint.py) says "loop" exactly when Metaflow's own
+"""mfargo's linear loop check (mfargo/metaflow_cli/graph_lint.py) says "loop" exactly when Metaflow's own
 `check_for_acyclicity` raises, and leaves Metaflow's linter as it found it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 from metaflow import lint
 
-from metaflow_extensions.mfargo.plugins import graph_lint
+from mfargo.metaflow_cli import graph_lint
 
 
 @dataclass

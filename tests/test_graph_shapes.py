@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from flowtools import args, compile_source, dag_tasks, script, templates
-from mfargo import validation
+from mfargo.base import validation
 
 LINEAR = """
 from metaflow import FlowSpec, step

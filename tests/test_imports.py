@@ -1,4 +1,5 @@
-"""Import structure: no cycles between mfargo's modules; an offline compile imports nothing
+"""Import structure: the folders are layers (each imports only those below it) and there
+is no cycle between mfargo's modules; an offline compile imports nothing
 for deploying nor hera; a compile the cache answers imports neither the templates nor the schemas."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from flowtools import REPO, clean_env, write_flow
 # Source folder -> the package it installs as (pyproject's package-dir).
 PACKAGES = {
     "mfargo": "mfargo",
+    "base": "mfargo.base",
     "compiler": "mfargo.compiler",
     "templates": "mfargo.templates",
     "runner": "mfargo.runner",
@@ -31,6 +33,50 @@ def project_modules() -> dict[str, Path]:
                 continue
             out[".".join([package, *parts])] = path
     return out
+
+
+# The folders as layers, lowest first: each may import only folders before it. The code that
+# runs in pods (the extension) and what every layer builds on (base) import nothing of the
+# rest; the compiler makes the IR, templates render it, the runner plays the YAML, and
+# mfargo/ (pipeline, deploy, both front ends) sits on top.
+LAYERS = ("extension/metaflow_extensions/mfargo/plugins", "base", "compiler", "templates", "runner", "mfargo")
+# The one import upward: Metaflow imports every deployer provider when it starts, in pods too,
+# so the extension holds a thin one that reaches the front end only when the Deployer is used.
+UPWARD = {("metaflow_extensions.mfargo.plugins.deployer", "mfargo.metaflow_cli.deployer_objects")}
+
+
+def all_imports(path: Path, modules: dict[str, Path], name: str) -> set[str]:
+    """Project modules ``path`` imports anywhere in it, deferred imports included."""
+    is_package = path.name == "__init__.py"
+    base = name if is_package else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            anchor = (base.rsplit(".", node.level - 1)[0] if node.level > 1 else base) if node.level else ""
+            module = ".".join(p for p in (anchor, node.module or "") if p)
+            targets = [module + "." + a.name for a in node.names] + [module]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target:
+                found.add(target)
+    return found
+
+
+def test_folders_are_layers():
+    modules = project_modules()
+    folder_of = {name: next(f for f in PACKAGES if path.is_relative_to(REPO / f)) for name, path in modules.items()}
+    wrong = sorted(
+        "%s imports %s (%s)" % (name, target, folder_of[target])
+        for name, path in modules.items() for target in all_imports(path, modules, name)
+        if LAYERS.index(folder_of[target]) > LAYERS.index(folder_of[name]) and (name, target) not in UPWARD
+    )
+    assert not wrong, "a folder imports one above it:\n" + "\n".join(wrong)
+    assert sorted(LAYERS) == sorted(PACKAGES)
 
 
 def module_level_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -78,7 +124,7 @@ def test_no_import_cycle():
     for node in sorted(graph):
         if node not in state:
             visit(node)
-    assert "mfargo.deploy" in graph and "metaflow_extensions.mfargo.plugins.argo_cli" in graph
+    assert "mfargo.deploy" in graph and "mfargo.metaflow_cli.argo_cli" in graph
 
 
 FLOW = """
@@ -111,13 +157,13 @@ def test_offline_compile_imports_nothing_for_deploying_and_a_cache_hit_no_hera(t
     flow = write_flow(tmp_path, FLOW)
     env = clean_env(MFARGO_CACHE_DIR=str(tmp_path / "cache"))
     full = imported(flow, "--output-file", "flow.yaml", env=env)
-    assert {"mfargo.templates", "mfargo.validation"} <= full  # it did compile
+    assert {"mfargo.templates", "mfargo.base.validation"} <= full  # it did compile
     assert not {"kubernetes", "mfargo.deploy", "mfargo.cluster"} & full
     assert not {"hera", "pydantic"} & full  # templates build plain dicts (templates/argo_models.py)
-    assert "jsonschema" not in full  # valid documents pass the quick test (mfargo/validation/quick.py)
+    assert "jsonschema" not in full  # valid documents pass the quick test (base/validation/quick.py)
     warm = imported(flow, "--output-file", "flow.yaml", "--check", env=env)
     assert "mfargo.compiler" in warm
-    assert not {"hera", "pydantic", "jsonschema", "mfargo.templates", "mfargo.validation", "kubernetes"} & warm
+    assert not {"hera", "pydantic", "jsonschema", "mfargo.templates", "mfargo.base.validation", "kubernetes"} & warm
 
 
 # Keys and apiVersions other tools read: typed once, in compiler/constants.py.
@@ -128,7 +174,8 @@ _CONTRACT_LITERAL = re.compile(
 
 def test_label_and_api_literals_only_in_constants():
     stray = []
-    for folder in ("compiler", "templates", "mfargo", "extension/metaflow_extensions/mfargo/plugins"):
+    for folder in ("base", "compiler", "templates", "mfargo", "mfargo/metaflow_cli",
+                   "extension/metaflow_extensions/mfargo/plugins"):
         for path in sorted((REPO / folder).glob("*.py")):
             if path.name in ("constants.py", "pod_contract.py"):
                 continue

@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from flowtools import compile_file, gang_flow, load_flow, write_flow
-from mfargo import k8s_syntax, pipeline
+from mfargo import pipeline
+from mfargo.base import k8s_syntax
 from mfargo.compiler import CompileError, CompileOptions, naming
 
 OPTIONS = CompileOptions(datastore="s3", datastore_root="s3://bkt/m", code_in_image="/app")

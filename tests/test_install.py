@@ -48,11 +48,12 @@ def test_python_started_in_the_checkout_root_imports_every_subpackage_beside_a_n
     mfargo` is the checkout's folder: its subpackages (top-level folders of the checkout,
     installed under mfargo.) must resolve there too, not fail beside the install."""
     python, src, _ = installed
-    code = ("import json, mfargo, mfargo.compiler, mfargo.templates, mfargo.runner; "
-            "print(json.dumps([m.__file__ for m in (mfargo, mfargo.compiler, mfargo.templates, mfargo.runner)]))")
+    code = ("import json, mfargo, mfargo.base, mfargo.compiler, mfargo.templates, mfargo.runner; print(json.dumps("
+            "[m.__file__ for m in (mfargo, mfargo.base, mfargo.compiler, mfargo.templates, mfargo.runner)]))")
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60, cwd=src)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == [str(src / d / "__init__.py") for d in ("mfargo", "compiler", "templates", "runner")]
+    assert json.loads(proc.stdout) == [str(src / d / "__init__.py")
+                                       for d in ("mfargo", "base", "compiler", "templates", "runner")]
 
 
 def test_a_non_editable_install_under_tmp_runs_an_example(installed):

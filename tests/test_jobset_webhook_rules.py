@@ -1,4 +1,4 @@
-"""The JobSet admission webhook's create rules, per targeted release (mfargo.validation.jobset).
+"""The JobSet admission webhook's create rules, per targeted release (mfargo.base.validation.jobset).
 
 Each case is a JobSet the CRD schema accepts and the webhook of some releases refuses
 (kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go, read at v0.6.0 ... v0.12.0); the
@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from flowtools import EXAMPLES
-from mfargo.validation import validate_documents
-from mfargo.validation.jobset import RULE_NAME
+from mfargo.base.validation import validate_documents
+from mfargo.base.validation.jobset import RULE_NAME
 from mfargo.compiler import ir
 from mfargo.templates import gang_policy
 

@@ -1,8 +1,8 @@
-"""mfargo.k8s_syntax: the Kubernetes name/value rules every checker shares."""
+"""mfargo.base.k8s_syntax: the Kubernetes name/value rules every checker shares."""
 
 import pytest
 
-from mfargo import k8s_syntax as k
+from mfargo.base import k8s_syntax as k
 
 
 @pytest.mark.parametrize("name,ok", [("a", True), ("a-b-1", True), ("1a", True), ("A", False), ("a-", False),

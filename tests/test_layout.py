@@ -17,10 +17,10 @@ def test_the_root_holds_no_metaflow_extensions_package():
 
 
 def test_metaflow_starts_from_the_root_with_one_extension_location():
-    code = ("import os, metaflow, metaflow_extensions, metaflow_extensions.mfargo.plugins.argo_cli as cli; "
+    code = ("import os, metaflow, metaflow_extensions, mfargo.metaflow_cli.argo_cli as cli; "
             "print(len([p for p in metaflow_extensions.__path__ if os.path.isdir(p)]), cli.__file__)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=clean_env(), capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     count, where = proc.stdout.split()  # directories only: an editable install adds a path hook entry
-    assert count == "1" and where == str(REPO / "extension/metaflow_extensions/mfargo/plugins/argo_cli.py")
+    assert count == "1" and where == str(REPO / "mfargo/metaflow_cli/argo_cli.py")

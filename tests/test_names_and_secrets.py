@@ -461,7 +461,7 @@ def test_a_silent_kubernetes_api_is_one_line_after_the_read_timeout(tmp_path, mo
     import socket
 
     from mfargo import cluster
-    from mfargo.errors import UserError
+    from mfargo.base.errors import UserError
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -588,7 +588,7 @@ def test_a_trigger_value_metaflow_fails_to_make_is_one_line():
     from metaflow.parameters import DelayedEvaluationParameter
 
     from mfargo import deploy
-    from mfargo.errors import UserError
+    from mfargo.base.errors import UserError
 
     def upload(return_str=False):
         import os

@@ -7,7 +7,7 @@ import metaflow  # noqa: F401 - first, as in a pod: importing pod_hooks first wo
 import pytest    # plugin loader find it half-initialised ("Cannot locate 'MfargoInternalDecorator'")
 
 from mfargo import output
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
 
 def mode(path):

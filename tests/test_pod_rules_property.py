@@ -6,7 +6,7 @@ cases). For each one, either
   step and the decorator (never by the backstop over the emitted YAML, which would mean a rule
   is missing), or
 * it compiles, and every emitted document, its pods and each JobSet's pods included, passes the
-  Kubernetes and Argo rules (mfargo.validation), with the CPU, memory and GPU quantities exactly
+  Kubernetes and Argo rules (mfargo.base.validation), with the CPU, memory and GPU quantities exactly
   as asked (nothing rounded or truncated).
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from decimal import Decimal
 from metaflow.exception import MetaflowException
 
 from flowtools import gang_flow, load_flow
-from mfargo import pipeline, validation
+from mfargo import pipeline
+from mfargo.base import validation
 from mfargo.compiler import CompileError, CompileOptions
 
 SEED, EXAMPLES = 19, 32
@@ -74,7 +75,7 @@ def _case(rng: random.Random) -> tuple[dict, str, bool]:
 
 def _train_pods(docs: list[dict]) -> list[dict]:
     """The containers of the gang's JobSet (the decorated step's pods)."""
-    from mfargo.validation.report import parse_manifest
+    from mfargo.base.validation.report import parse_manifest
 
     template = next(t for t in docs[0]["spec"]["templates"] if t["name"] == "train")
     jobset = parse_manifest(template["resource"]["manifest"])[0][0]

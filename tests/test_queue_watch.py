@@ -13,7 +13,7 @@ from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
 from metaflow_extensions.mfargo.plugins import gang_report, pod_contract, queue_watch
 from mfargo.compiler import naming
-from mfargo.validation.report import parse_manifest
+from mfargo.base.validation.report import parse_manifest
 
 NOW = datetime.datetime(2026, 12, 6, 4, 0, 0, tzinfo=datetime.timezone.utc)
 

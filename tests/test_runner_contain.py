@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 from mfargo.runner import bounded_yaml
 from mfargo.runner.cli import main
 from mfargo.runner.model import WorkflowError, load_document

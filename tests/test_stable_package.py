@@ -111,7 +111,7 @@ def test_the_package_is_metaflows_members_without_the_compile_site(tmp_path, mon
     from metaflow.metaflow_environment import MetaflowEnvironment
     from metaflow.package import MetaflowPackage
 
-    from metaflow_extensions.mfargo.plugins import code_package
+    from mfargo.metaflow_cli import code_package
 
     monkeypatch.setenv("USER", "alice")
     flow_path = _repo(tmp_path / "repo")
@@ -164,7 +164,7 @@ def test_every_info_key_metaflow_writes_is_reviewed(tmp_path, monkeypatch):
     (it says who compiled the package or where)."""
     from metaflow.metaflow_environment import MetaflowEnvironment
 
-    from metaflow_extensions.mfargo.plugins import code_package
+    from mfargo.metaflow_cli import code_package
 
     flow_path = _repo(tmp_path / "repo")
     monkeypatch.setattr(sys, "argv", [str(flow_path)])

@@ -9,7 +9,7 @@ import pytest
 
 from flowtools import REPO
 
-SOURCE_DIRS = ("compiler", "templates", "mfargo", "runner", "extension", "benchmarks")
+SOURCE_DIRS = ("base", "compiler", "templates", "mfargo", "runner", "extension", "benchmarks")
 # An Argo tag being built: {{ followed by a variable or an expression, e.g. {{workflow.name}},
 # {{=toBase64(...)}}. Prose such as ``{{...}}`` and the bare "{{" a check refuses do not match.
 ARGO_TAG = re.compile(r"\{\{=?\s*[A-Za-z]")

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from flowtools import EXAMPLES, compile_file
-from mfargo import validation, versions
-from mfargo.errors import UserError
-from mfargo.validation import schema
-from mfargo.validation.report import parse_manifest
+from mfargo.base import validation, versions
+from mfargo.base.errors import UserError
+from mfargo.base.validation import schema
+from mfargo.base.validation.report import parse_manifest
 from shared_schemas import SHARED_AVAILABLE, SHARED_DIR, run_shared_validator
 
 GANG_FLOW = EXAMPLES / "distributed_training.py"

@@ -1,4 +1,4 @@
-"""mfargo.validation: a good WorkflowTemplate passes; typical generator mistakes are reported."""
+"""mfargo.base.validation: a good WorkflowTemplate passes; typical generator mistakes are reported."""
 import copy
 import json
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mfargo.validation import parse_selector, validate_documents
+from mfargo.base.validation import parse_selector, validate_documents
 from shared_schemas import SHARED_AVAILABLE, SHARED_DIR, run_shared_validator
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,7 +225,7 @@ def test_selector_bad(expr):
 
 
 def test_schemas_load_lazily():
-    code = "import mfargo.validation.schema as v; assert v.schemas.cache_info().currsize == 0; print('ok')"
+    code = "import mfargo.base.validation.schema as v; assert v.schemas.cache_info().currsize == 0; print('ok')"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert out.stdout.strip() == "ok", out.stderr

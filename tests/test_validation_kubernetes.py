@@ -1,12 +1,12 @@
 """The backstop over emitted documents: what the API server or Argo refuses that no shipped
-schema says (mfargo/validation/pods.py, the int32/int64 formats, cron_syntax), each rule
+schema says (base/validation/pods.py, the int32/int64 formats, cron_syntax), each rule
 broken once in an otherwise valid WorkflowTemplate, its JobSet manifest or a CronWorkflow."""
 from __future__ import annotations
 
 import pytest
 
-from mfargo import cron_syntax
-from mfargo.validation import validate_documents
+from mfargo.base import cron_syntax
+from mfargo.base.validation import validate_documents
 from test_validation import assert_reported, good, template
 
 

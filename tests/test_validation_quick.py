@@ -1,4 +1,4 @@
-"""mfargo/validation/quick.py never calls valid what jsonschema calls invalid: on every
+"""base/validation/quick.py never calls valid what jsonschema calls invalid: on every
 example's documents (valid: the quick test must take them, or compiles pay for jsonschema)
 and on thousands of broken copies of them (a wrong type, an unknown field, a missing
 field, a duplicated list item, text too long or not matching a pattern, a negative count)."""
@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from flowtools import EXAMPLES
-from mfargo.validation import quick, schema
-from mfargo.validation.report import Tag, drop_nulls, parse_manifest
+from mfargo.base.validation import quick, schema
+from mfargo.base.validation.report import Tag, drop_nulls, parse_manifest
 
 
 def documents() -> list[tuple[str, object, schema.Checker]]:

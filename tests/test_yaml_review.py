@@ -85,7 +85,7 @@ FLOWS = {
 def compiled_text(tmp_path, name: str) -> str:
     path = write_flow(tmp_path, FLOWS[name], name + ".py")
     flow = load_flow(path, "mfargo_review_%s" % name)
-    from metaflow_extensions.mfargo.plugins.metaflow_inputs import flow_decorators
+    from mfargo.metaflow_cli.metaflow_inputs import flow_decorators
 
     return pipeline.as_yaml(pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS, flow_decorators(flow))))
 

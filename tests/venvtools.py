@@ -42,7 +42,7 @@ def source_copy(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
-    for tree in ("mfargo", "compiler", "templates", "runner", "extension", "examples"):
+    for tree in ("mfargo", "base", "compiler", "templates", "runner", "extension", "examples"):
         shutil.copytree(REPO / tree, dest / tree, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     return dest
 

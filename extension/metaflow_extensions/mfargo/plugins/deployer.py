@@ -1,7 +1,10 @@
 """Metaflow's Deployer API over mfargo: `Deployer("flow.py").argo_workflows().create(...)`.
 
 Registered as the `argo-workflows` deployer provider (mfextinit_mfargo), replacing core's.
-The objects it returns live in `deployer_objects` (imported lazily, as core does).
+Here in the extension, not with the front end in mfargo/metaflow_cli/, because Metaflow
+imports every deployer provider whenever it starts, in pods too, and a pod's image needs
+only Metaflow and this extension. The objects it returns live in the front end
+(`mfargo.metaflow_cli.deployer_objects`), imported when the Deployer is used.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Type
 from metaflow.runner.deployer_impl import DeployerImpl
 
 if TYPE_CHECKING:
-    from .deployer_objects import MfargoDeployedFlow
+    from mfargo.metaflow_cli.deployer_objects import MfargoDeployedFlow
 
 
 class MfargoArgoWorkflowsDeployer(DeployerImpl):
@@ -35,7 +38,7 @@ class MfargoArgoWorkflowsDeployer(DeployerImpl):
 
     @staticmethod
     def deployed_flow_type() -> Type["MfargoDeployedFlow"]:
-        from .deployer_objects import MfargoDeployedFlow
+        from mfargo.metaflow_cli.deployer_objects import MfargoDeployedFlow
 
         return MfargoDeployedFlow
 
@@ -46,6 +49,6 @@ class MfargoArgoWorkflowsDeployer(DeployerImpl):
         generate_new_token, given_token, code_in_image, tags, user_namespace, max_workers,
         replace_other (replace what another flow, @project or branch deployed under this name), ...
         """
-        from .deployer_objects import MfargoDeployedFlow
+        from mfargo.metaflow_cli.deployer_objects import MfargoDeployedFlow
 
         return self._create(MfargoDeployedFlow, **kwargs)

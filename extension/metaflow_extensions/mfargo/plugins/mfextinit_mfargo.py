@@ -3,7 +3,7 @@
 to the commands the generated YAML runs.
 """
 
-CLIS_DESC = [("argo-workflows", ".argo_cli.cli")]
+CLIS_DESC = [("argo-workflows", "mfargo.metaflow_cli.argo_cli.cli")]
 STEP_DECORATORS_DESC = [
     ("mfargo_internal", ".pod_hooks.MfargoInternalDecorator"),
     ("jobset", ".jobset_decorator.JobSetDecorator"),

@@ -1,6 +1,6 @@
-"""Regenerate the schemas shipped in mfargo/schemas/ from a checkout of the shared schemas.
+"""Regenerate the schemas shipped in base/schemas/ from a checkout of the shared schemas.
 
-    python mfargo/schemas/vendor.py /work/shared/schemas /path/to/kubernetes/api/openapi-spec/swagger.json
+    python base/schemas/vendor.py /work/shared/schemas /path/to/kubernetes/api/openapi-spec/swagger.json
 
 Why: the compiler validates every document before writing it, and users have no copy of
 the upstream schemas. We ship only what the validator needs: Argo definitions reachable
@@ -21,7 +21,7 @@ SHIPPED_ARGO = {
     "3.7": ("schema-v3.7.18.json", "v3.7.18", "66e32e5cc367f223e2ecf4fbe852b95eaed83034", "2026-08-14"),
 }
 # JobSet releases shipped: v0.6 is the first with status.terminalState; each X.Y in between uses
-# the nearest shipped release at or below it (mfargo.validation.schema.jobset_release).
+# the nearest shipped release at or below it (mfargo.base.validation.schema.jobset_release).
 SHIPPED_JOBSET = ("v0.6.0", "v0.8.2", "v0.12.0")
 # Kubernetes' published OpenAPI (api/openapi-spec/swagger.json of the k8s.io/kubernetes module, from
 # the Go module proxy): the integer formats (int32/int64) of the io.k8s.* definitions Argo's schema

@@ -7,7 +7,7 @@ import re
 
 import yaml
 
-from mfargo import cron_syntax, k8s_syntax
+from mfargo.base import cron_syntax, k8s_syntax
 
 from .jobset import check_jobset
 from .pods import check_pod_spec

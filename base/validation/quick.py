@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from mfargo.k8s_syntax import INT_RANGES
+from mfargo.base.k8s_syntax import INT_RANGES
 
 # Keywords jsonschema (Draft 2020-12, no format checker) reads as annotations only.
 _ANNOTATIONS = frozenset(("format", "default", "description", "title", "$comment", "$schema", "$id",

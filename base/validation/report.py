@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 
 from . import quick
 

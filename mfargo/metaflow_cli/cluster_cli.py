@@ -19,7 +19,7 @@ def _one_line(f):
     """Turn every expected failure of a command into `mfargo: ...` and exit 1."""
     from metaflow.exception import MetaflowException
 
-    from mfargo.errors import UserError
+    from mfargo.base.errors import UserError
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):

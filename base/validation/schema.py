@@ -1,5 +1,5 @@
 """The shipped schemas (Argo v4.1.2 and v3.7.18, JobSet v0.6.0, v0.8.2 and v0.12.0; see
-mfargo/schemas/README.md), made strict.
+base/schemas/README.md), made strict.
 
 Why not plain jsonschema: Argo's generated schema is too loose for some Go types and too
 open (unknown keys pass, the controller then drops them silently), and resolving `$ref`s
@@ -10,7 +10,7 @@ quick test (quick.py) finds valid never imports jsonschema, which only words the
 
 from __future__ import annotations
 
-from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+from mfargo.base.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
 from .quick import INT_FORMATS, list_identities
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from mfargo import k8s_syntax
+from mfargo.base import k8s_syntax
 
 from .pods import check_pod_spec
 from .report import Doc, get, has_tag

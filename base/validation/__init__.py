@@ -3,19 +3,19 @@
 Why: Argo's default CRDs don't validate a WorkflowTemplate's spec and its controller drops
 unknown fields silently, and a bad JobSet manifest only fails when its step runs (`kubectl
 create` validates strictly). So every emitted document is checked against the schemas shipped
-in mfargo/schemas/, strictly, plus the `argo lint` / JobSet-webhook rules a schema can't express.
+in base/schemas/, strictly, plus the `argo lint` / JobSet-webhook rules a schema can't express.
 
 Modules: `schema` (loading, strictness, fast paths, int32/int64), `report` (problem lines,
 paths, Argo tags), `argo` and `jobset` (the rules), `pods` (what the API server checks in a pod
-that no schema says); Kubernetes syntax is `mfargo.k8s_syntax`, Argo's cron `mfargo.cron_syntax`.
+that no schema says); Kubernetes syntax is `mfargo.base.k8s_syntax`, Argo's cron `mfargo.base.cron_syntax`.
 """
 
 from __future__ import annotations
 
-from mfargo.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
+from mfargo.base.versions import DEFAULT_ARGO_VERSION, DEFAULT_JOBSET_VERSION
 
-from mfargo import cron_syntax, k8s_syntax
-from mfargo.k8s_syntax import parse_selector  # noqa: F401 - part of this package's API
+from mfargo.base import cron_syntax, k8s_syntax
+from mfargo.base.k8s_syntax import parse_selector  # noqa: F401 - part of this package's API
 
 from .argo import check_argo
 from .jobset import check_jobset

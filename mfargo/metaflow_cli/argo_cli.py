@@ -16,9 +16,11 @@ from dataclasses import replace
 
 from metaflow._vendor import click
 
-from mfargo import versions
+from mfargo.base import versions
 
-from . import cluster_cli, decorator_lifecycle, resume_clone, run_heartbeat
+from metaflow_extensions.mfargo.plugins import resume_clone, run_heartbeat
+
+from . import cluster_cli, decorator_lifecycle
 from . import metaflow_inputs as inputs
 
 
@@ -137,7 +139,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
 
     from mfargo import cache, include_file, output, pipeline
     from mfargo.compiler import CompileError, naming, with_code_package, with_environment
-    from mfargo.errors import UserError
+    from mfargo.base.errors import UserError
 
     try:
         if notify_slack_webhook_url or notify_pager_duty_integration_key or notify_incident_io_api_key:

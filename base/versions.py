@@ -2,17 +2,17 @@
 
 Why one module (outside the compiler, so the CLI can declare its options without importing it): the versions the options accept, their defaults and the reason a JobSet
 version is refused live here once; `templates/cron.py` reads the Argo version for the only
-spelling that differs, and `mfargo.validation.schema` picks the shipped schema for each.
+spelling that differs, and `mfargo.base.validation.schema` picks the shipped schema for each.
 """
 
 from __future__ import annotations
 
-from mfargo.errors import UserError
+from mfargo.base.errors import UserError
 
-ARGO_VERSIONS = ("3.7", "4.1")  # one shipped schema each (mfargo/schemas/argo-workflows-X.Y.json)
+ARGO_VERSIONS = ("3.7", "4.1")  # one shipped schema each (base/schemas/argo-workflows-X.Y.json)
 DEFAULT_ARGO_VERSION = "4.1"
 MIN_JOBSET = (0, 6)  # the first release whose status has terminalState
-NEWEST_JOBSET = (0, 12)  # the newest CRD shipped (mfargo/schemas/jobset-v0.12.0.json)
+NEWEST_JOBSET = (0, 12)  # the newest CRD shipped (base/schemas/jobset-v0.12.0.json)
 DEFAULT_JOBSET_VERSION = "%d.%d" % NEWEST_JOBSET
 
 

@@ -40,7 +40,7 @@ def pod_secrets() -> tuple[str, ...]:
     from metaflow import metaflow_config
 
     from mfargo.compiler import CompileError
-    from mfargo.k8s_syntax import is_dns1123_subdomain
+    from mfargo.base.k8s_syntax import is_dns1123_subdomain
 
     names: list[str] = []
     for key in POD_SECRETS_CONFIG:
@@ -101,7 +101,7 @@ def with_deployment_options(workflow, target_versions, emit_workflow, service_ac
     from metaflow import metaflow_config
 
     from mfargo.compiler import CompileError, rules
-    from mfargo import versions
+    from mfargo.base import versions
     from mfargo.compiler.ir import Bundle, Notify
 
     if notify_image is not None:

@@ -5,13 +5,13 @@ itself got wrong) is refused before anything is written.
 The rules are Kubernetes v1.34.2's (pkg/apis/core/validation/validation.go: ValidatePodSpec,
 validateContainers, ValidateVolumeMounts, ValidateTolerations, validatePullPolicy,
 ValidateResourceQuantityValue; apimachinery's objectmeta.go for annotations), through
-`mfargo.k8s_syntax`. Argo tags (values known only at run time) are not judged. One walk,
+`mfargo.base.k8s_syntax`. Argo tags (values known only at run time) are not judged. One walk,
 linear in the size of what it checks.
 """
 
 from __future__ import annotations
 
-from mfargo import k8s_syntax as k8s
+from mfargo.base import k8s_syntax as k8s
 
 from .report import Doc, get, has_tag
 

@@ -1,6 +1,6 @@
 """Kubernetes name and value syntax, as pure functions (no I/O, nothing imported but `re`, `decimal`).
 
-Why one module: the document checker (`mfargo.validation`), the decorator checks of the
+Why one module: the document checker (`mfargo.base.validation`), the decorator checks of the
 compiler and the local runner all need the same rules; each rule lives here once, written
 from the API server's validation (k8s.io/apimachinery/pkg/util/validation, labels.Parse).
 Predicates return a bool; `*_problem` functions return None or a sentence saying what is wrong.
