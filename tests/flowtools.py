@@ -150,8 +150,8 @@ GANG_FLOW = '''
 from metaflow import *
 %(imports)s
 
-class %(name)s(FlowSpec):
-    @step
+%(flow_decorators)sclass %(name)s(FlowSpec):
+%(start_decorators)s    @step
     def start(self):
         self.next(self.train, num_parallel=%(num_parallel)d)
 
@@ -175,9 +175,13 @@ if __name__ == "__main__":
 '''
 
 
-def gang_flow(name: str, decorators: str = "", body: str = "pass", num_parallel: int = 2, imports: str = "") -> str:
-    """A flow's source: start -> train (@parallel, ``num_parallel`` pods, with ``decorators``
-    above it and ``body`` in it) -> join -> end."""
+def gang_flow(name: str, decorators: str = "", body: str = "pass", num_parallel: int = 2, imports: str = "",
+              start_decorators: str = "", flow_decorators: str = "") -> str:
+    """A flow's source: start (under ``start_decorators``) -> train (@parallel, ``num_parallel``
+    pods, with ``decorators`` above it and ``body`` in it) -> join -> end, the class under
+    ``flow_decorators``."""
     indent = lambda text, n: textwrap.indent(textwrap.dedent(text).strip("\n"), " " * n)  # noqa: E731
+    above = lambda text, n: indent(text, n) + "\n" if text else ""  # noqa: E731
     return GANG_FLOW % {"name": name, "imports": imports, "num_parallel": num_parallel,
-                        "decorators": indent(decorators, 4) if decorators else "", "body": indent(body, 8)}
+                        "decorators": indent(decorators, 4) if decorators else "", "body": indent(body, 8),
+                        "flow_decorators": above(flow_decorators, 0), "start_decorators": above(start_decorators, 4)}

@@ -15,7 +15,7 @@ import re
 import pytest
 import yaml
 
-from flowtools import clean_env, compile_source
+from flowtools import clean_env, compile_source, gang_flow
 from mfargo.compiler import ir, naming
 from mfargo.templates import emit, pod
 
@@ -74,42 +74,16 @@ def test_a_pod_carries_an_attribute_exactly_when_the_table_says_and_from_where(k
     assert (from_step, from_start) == (source == pod.STEP, source == pod.START), (kind, field, source)
 
 
-GANG_FLOW = '''
-from metaflow import FlowSpec, exit_hook, jobset, kubernetes, parallel, step
-
-
-def notify_me(run=None):
-    pass
-
-
-@exit_hook(on_error=[notify_me])
-class PodsFlow(FlowSpec):
-    @kubernetes(image="registry.example/start:1", image_pull_secrets=["start-cred"], service_account="start-sa",
-                node_selector={"pool": "cpu"}, secrets=["start-secret"], image_pull_policy="Always")
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    @kubernetes(image="registry.example/gpu:1", image_pull_secrets=["gpu-cred"], service_account="gpu-sa",
-                node_selector={"pool": "gpu"}, secrets=["gpu-secret"], image_pull_policy="IfNotPresent")
-    @jobset(queue="team-a")
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    PodsFlow()
-'''
+GANG_FLOW = gang_flow(
+    "PodsFlow", imports="def notify_me(run=None):\n    pass\n",
+    flow_decorators="@exit_hook(on_error=[notify_me])",
+    start_decorators='@kubernetes(image="registry.example/start:1", image_pull_secrets=["start-cred"], '
+                     'service_account="start-sa", node_selector={"pool": "cpu"}, secrets=["start-secret"], '
+                     'image_pull_policy="Always")',
+    decorators='@kubernetes(image="registry.example/gpu:1", image_pull_secrets=["gpu-cred"], service_account="gpu-sa", '
+               'node_selector={"pool": "gpu"}, secrets=["gpu-secret"], image_pull_policy="IfNotPresent")\n'
+               '@jobset(queue="team-a")',
+)
 
 # What the compiled YAML says of each attribute, for an Argo template and for a JobSet pod spec.
 READ = {
