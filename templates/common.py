@@ -8,7 +8,7 @@ from . import argo_models as m
 
 from mfargo.compiler import command as sh
 from mfargo.compiler import ir
-from mfargo.compiler.constants import Env, Label, Path
+from mfargo.compiler.constants import Env, Label
 from mfargo.compiler.usertext import kubernetes_literal
 
 from . import expr, pod
