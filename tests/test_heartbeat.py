@@ -135,3 +135,28 @@ def test_a_service_that_does_not_answer_costs_the_heartbeat_never_the_run(tmp_pa
     [line] = [line for line in said if line.startswith("mfargo: heartbeat:")]  # once, though tried again
     assert "registering the run argo-beatflow-x1y2z failed" in line and "the run goes on" in line, said
     assert not any("Traceback" in line for line in said), said
+
+
+def test_stopped_while_the_service_hangs_it_ends_at_once(tmp_path):
+    """Argo stops a terminated run's daemon with SIGTERM only (it sends no SIGKILL after), so
+    the command must end on it even inside a request the service never answers. It did not:
+    the SystemExit its handler raised was lost in the provider's retrying request, and a
+    terminated run's heartbeat pod stayed Running (a CI run saw it)."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
+    proc = _heartbeat(tmp_path, service_env("http://127.0.0.1:%d" % server.getsockname()[1]))
+    try:
+        deadline = time.monotonic() + 60
+        while not accepted:  # it is inside its first request, which is never answered
+            assert time.monotonic() < deadline and proc.poll() is None, proc.poll()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.close()
+    assert proc.returncode == 0
