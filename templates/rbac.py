@@ -12,8 +12,8 @@ A gang's failure report is an Argo pod of its step: it runs as the step's servic
 
 Gang pods read their control's pod (``list`` on pods: ``plugins/gang_control.py``) with
 their own service account (``@kubernetes(service_account=...)``, else the namespace's
-``default``). When that is the workflow's, the Role above covers it; any other gets a
-second Role granting that one read only.
+``default``). When the Role above is bound to it already, that covers it; any other gets
+a second Role granting that one read only.
 """
 
 from __future__ import annotations
