@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from flowtools import clean_env, compile_source, gang_flow
+from flowtools import templates as template_map
 from mfargo.compiler import ir, naming
 from mfargo.templates import emit, pod
 
@@ -109,7 +110,7 @@ def test_every_pod_of_a_compiled_flow_carries_what_the_table_gives_it(tmp_path):
     docs = compile_source(tmp_path, GANG_FLOW, "--notify-on-error", "--notify-slack-webhook-url-secret", "slack:url",
                           top_args=top, env=clean_env(METAFLOW_SERVICE_URL="http://metadata.example:8080"))
     wt = docs[0]
-    templates = {t["name"]: t for t in wt["spec"]["templates"]}
+    templates = template_map(wt)
     jobset = emit_manifest(templates[naming.template_name("train")])
     gang_spec = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pods = {
