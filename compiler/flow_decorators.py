@@ -123,11 +123,16 @@ def _finish_events(deco, project: dict) -> list[ir.EventTrigger]:
         branch_name = event.get("branch") or project.get("branch_name")
         if (project_name or branch_name) and not (project_name and branch_name):
             raise CompileError("@trigger_on_finish: give both project and branch (or use @project)")
+        for what, value in (("project", project_name), ("branch", branch_name), ("flow", event["flow"])):
+            # each is quoted in the Sensor's filter expressions
+            if value and not EVENT_NAME.match(str(value)):
+                raise CompileError("@trigger_on_finish: invalid %s name %r: use letters, digits, '_', '-' and '.'"
+                                   % (what, value))
         name = "metaflow.%s.end" % ".".join(v for v in (project_name, branch_name, event["flow"]) if v)
         if any(e.name == name for e in events):  # one Sensor dependency per event name
             raise CompileError("@trigger_on_finish: flow %r (event %s) is listed twice; list each flow once"
                                % (event["flow"], name))
-        filters = [("auto-generated-by-metaflow", "True")]
+        filters: list[tuple[str, str | bool]] = [("auto-generated-by-metaflow", True)]
         filters += [(k, v) for k, v in (("project_name", project_name), ("branch_name", branch_name)) if v]
         events.append(ir.EventTrigger(name=name, kind="run", sanitized_name=sanitized_event_name(name),
                                       filters=tuple(filters)))

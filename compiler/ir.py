@@ -287,7 +287,7 @@ class EventTrigger:
     kind: str  # "event" (@trigger) or "run" (@trigger_on_finish)
     sanitized_name: str  # Metaflow's: dependency name and extra workflow parameter
     parameters: tuple[tuple[str, str], ...] = ()  # (flow parameter name, payload key)
-    filters: tuple[tuple[str, str], ...] = ()  # payload key == value (trigger_on_finish)
+    filters: tuple[tuple[str, str | bool], ...] = ()  # payload key == value, as JSON types (trigger_on_finish)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

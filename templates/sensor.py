@@ -123,6 +123,15 @@ def build(wf: ir.Workflow) -> dict | None:
     }
 
 
+def _literal(value: str | bool) -> str:
+    """A filter's value in Argo Events' expression language (govaluate), which compares the
+    payload's JSON value by type: Metaflow's events carry `auto-generated-by-metaflow` as JSON
+    true, which core's `== 'True'` never equals (Argo Events v1.9.6: "didn't pass filter")."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "'%s'" % value
+
+
 def _dependency(e: ir.EventTrigger, params: dict[str, ir.Parameter], trig: ir.Triggers) -> dict:
     exprs = [{"expr": "name == '%s'" % e.name, "fields": [{"name": "name", "path": "body.payload.name"}]}]
     # A required parameter (no default): the event must carry its field.
@@ -132,7 +141,7 @@ def _dependency(e: ir.EventTrigger, params: dict[str, ir.Parameter], trig: ir.Tr
         if params[name].default is None
     ]
     exprs += [
-        {"expr": "field == '%s'" % value, "fields": [{"name": "field", "path": "body.payload.%s" % key}]}
+        {"expr": "field == %s" % _literal(value), "fields": [{"name": "field", "path": "body.payload.%s" % key}]}
         for key, value in e.filters
     ]
     return {

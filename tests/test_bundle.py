@@ -228,7 +228,8 @@ def test_trigger_on_finish_listens_for_the_upstream_end_event(tmp_path):
     [dependency] = sensor["spec"]["dependencies"]
     assert dependency["name"] == sanitized(event)
     exprs = [e["expr"] for e in dependency["filters"]["exprs"]]
-    assert exprs == ["name == '%s'" % event, "field == 'True'"]
+    # JSON true in Metaflow's events: a boolean literal (core's 'True' never matches one)
+    assert exprs == ["name == '%s'" % event, "field == true"]
     assert dependency["filters"]["exprs"][1]["fields"] == [{"name": "field", "path": "body.payload.auto-generated-by-metaflow"}]
     assert json.loads(wt["metadata"]["annotations"]["metaflow/triggers"]) == [{"name": event, "type": "run"}]
     assert "METAFLOW_ARGO_EVENT_PAYLOAD_run_%s" % sanitized(event) in env_of(wt)
@@ -582,3 +583,14 @@ def test_the_failure_report_runs_the_start_image_so_a_gang_image_that_cannot_be_
     assert "podSpecPatch" not in report and "podSpecPatch" not in start  # no pull secret for the start image
     assert report["serviceAccountName"] == "runner" and report["nodeSelector"] == {"pool": "private"}
     assert [e["secretRef"]["name"] for e in report["container"]["envFrom"]] == ["team-creds"]
+
+
+def test_trigger_on_finish_names_are_checked_before_they_are_quoted(tmp_path):
+    """Project and branch names go into the Sensor's filter expressions between quotes: one
+    carrying a quote is refused in one line, not written."""
+    src = flow_source('@trigger_on_finish(flow={"name": "UpstreamFlow", "project": "p\'q", "project_branch": "b"})')
+    proc = compile_file(write_flow(tmp_path, src), check=False)
+    assert proc.returncode == 1, proc.stdout
+    line = proc.stderr.strip().splitlines()[-1]  # after Metaflow's banner
+    assert line.startswith("mfargo: @trigger_on_finish: invalid project name") and "p'q" in line, line
+    assert not proc.stdout
