@@ -55,6 +55,8 @@ ARGO, JOBSET = ARGO_RELEASES[0], JOBSET_RELEASES[0]
 COREDNS = "v1.15.0"
 KUEUE = "v0.17.0"
 CRICTL = "v1.34.0"
+ARGO_EVENTS = "v1.9.6"
+NATS_SERVER = "v2.15.3"
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,9 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("coredns", "wrapper", "github.com/coredns/coredns", COREDNS, "github.com/coredns/coredns"),
     Recipe("kueue", "wrapper", "sigs.k8s.io/kueue", KUEUE, "sigs.k8s.io/kueue/cmd/kueue",
            ldflags=("-X", f"sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE}")),
+    Recipe("argo-events", "wrapper", "github.com/argoproj/argo-events", ARGO_EVENTS, "github.com/argoproj/argo-events/cmd",
+           ldflags=("-X", f"github.com/argoproj/argo-events.version={ARGO_EVENTS}")),
+    Recipe("nats-server", "wrapper", "github.com/nats-io/nats-server/v2", NATS_SERVER, "github.com/nats-io/nats-server/v2"),
     *(make(name) for name, make in VERSIONED.items()),
 ]}
 

@@ -25,9 +25,9 @@ import registry
 from proc import PartFailed, run, say, start, wait_ready
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
-            "kubectl", "crictl", "coredns", f"jobset@{layout.JOBSET}", "kueue")
+            "kubectl", "crictl", "coredns", f"jobset@{layout.JOBSET}", "kueue", "argo-events", "nats-server")
 ARGO_BINARIES = ("workflow-controller", "argoexec")
-EVENTS_MODULE = ("github.com/argoproj/argo-events", "v1.9.6")
+EVENTS_MODULE = ("github.com/argoproj/argo-events", build.ARGO_EVENTS)
 JOBSET_MODULE = ("sigs.k8s.io/jobset", layout.JOBSET)
 KUEUE_MODULE = ("sigs.k8s.io/kueue", layout.KUEUE)
 
@@ -67,7 +67,7 @@ def _https_ok(url: str) -> bool:
         return r.status == 200
 
 
-def _http_ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=2) as r:
         return r.status == 200
@@ -87,7 +87,7 @@ def etcd(bins) -> None:
                    "--listen-peer-urls", layout.ETCD_PEER, "--initial-advertise-peer-urls", layout.ETCD_PEER,
                    "--initial-cluster", f"mfe2e={layout.ETCD_PEER}",
                    "--unsafe-no-fsync", "--log-level", "warn"])
-    wait_ready("etcd", lambda: _http_ok(layout.ETCD_CLIENT + "/health"), 30, "GET /health")
+    wait_ready("etcd", lambda: http_ok(layout.ETCD_CLIENT + "/health"), 30, "GET /health")
 
 
 def apiserver(bins) -> None:
@@ -471,7 +471,7 @@ def workflow_controller(bins, executor_image: str) -> None:
         env={"LEADER_ELECTION_DISABLE": "true", "DEFAULT_REQUEUE_TIME": "1s", "PATH": "/usr/bin:/bin",
              "HOME": str(layout.state("argo"))})
     health = f"http://{layout.CTRL_IP}:6060/healthz"
-    wait_ready("workflow-controller", lambda: _http_ok(health), 60, "GET " + health)
+    wait_ready("workflow-controller", lambda: http_ok(health), 60, "GET " + health)
 
 
 # --- what the flows store to ----------------------------------------------------------------
@@ -501,7 +501,7 @@ def metadata_service() -> str:
     start("metadata", [sys.executable, Path(__file__).with_name("metadata_service.py"), "--host", layout.NODE_IP,
                        "--port", str(layout.METADATA_PORT)], cwd=root, env={"PATH": "/usr/bin:/bin", "HOME": str(root)})
     url = f"http://{layout.NODE_IP}:{layout.METADATA_PORT}"
-    wait_ready("metadata", lambda: _http_ok(url + "/ping"), 60, "GET /ping")
+    wait_ready("metadata", lambda: http_ok(url + "/ping"), 60, "GET /ping")
     return url
 
 

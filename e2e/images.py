@@ -4,6 +4,7 @@
   requests, this project's dependencies, and this project installed from the checkout. Three
   layers, each cached on its own key, so a change to the checkout rebuilds only the last (~15 s).
 - argoexec: the same base layer + argoexec and kubectl (resource templates run kubectl).
+- argo-events: the same base layer + Argo Events' binary (its EventSource and Sensor pods).
 - pause: one static binary (e2e/pause.c), the pod sandbox image.
 
 Layers are tars under cache/images/; an image is streamed to `ctr images import -` as a docker-archive.
@@ -246,23 +247,34 @@ def python_image() -> Image:
                                  (proj_layer, proj_sha)), config)
 
 
-def argoexec_image(argoexec: Path, kubectl: Path) -> Image:
-    """The Argo executor image: argoexec and kubectl on the base root file system."""
+def _binaries_image(name: str, binaries: list[Path], config: dict) -> Image:
+    """Go programs in /usr/local/bin on the base root file system."""
     _, base_layer, base_sha = base_root()
     d = _images_dir()
-    tag = _key(_file_sha(argoexec), _file_sha(kubectl))
-    layer = d / f"layer-argoexec-{tag}.tar"
+    tag = _key(*(_file_sha(b) for b in binaries))
+    layer = d / f"layer-{name}-{tag}.tar"
     if not layer.exists():
-        stage = d / "work-argoexec"
+        stage = d / f"work-{name}"
         shutil.rmtree(stage, ignore_errors=True)
         (stage / "usr" / "local" / "bin").mkdir(parents=True)
-        for b in (argoexec, kubectl):
+        for b in binaries:
             shutil.copy(b, stage / "usr" / "local" / "bin" / b.name)
-        _layer("image-argoexec", stage, ["./usr"], layer)
+        _layer(f"image-{name}", stage, ["./usr"], layer)
         shutil.rmtree(stage)
     sha = layer.with_suffix(".sha256").read_text().strip()
-    config = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Entrypoint": ["argoexec"], "User": "8737"}
-    return Image("argoexec", tag, ((base_layer, base_sha), (layer, sha)), config)
+    return Image(name, tag, ((base_layer, base_sha), (layer, sha)),
+                 {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], **config})
+
+
+def argoexec_image(argoexec: Path, kubectl: Path) -> Image:
+    """The Argo executor image: argoexec and kubectl (resource templates run kubectl)."""
+    return _binaries_image("argoexec", [argoexec, kubectl], {"Entrypoint": ["argoexec"], "User": "8737"})
+
+
+def argo_events_image(argo_events: Path) -> Image:
+    """What Argo Events' controller runs its EventSource and Sensor pods with (its one binary;
+    the Sensors mfargo writes create Workflows through the API, so no `argo` CLI)."""
+    return _binaries_image("argo-events", [argo_events], {"Entrypoint": ["argo-events"]})
 
 
 def pause_image() -> Image:

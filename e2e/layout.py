@@ -61,6 +61,17 @@ KUEUE_FLAVOR = "mfargo-e2e"  # the one ResourceFlavor; tests make their own Clus
 # Kueue v0.17 reads its metrics serving certificate from this fixed path when its own certificate
 # management is off (cmd/kueue/main.go), even with metrics off: `up` puts one there, `down` removes it.
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+# Argo Events: NATS JetStream (the EventBus, run as Argo Events' "exotic" bus) on NODE_IP, one
+# webhook EventSource where pods publish Metaflow's events, and the account Sensors run as.
+NATS_PORT = 23422
+EVENT_BUS = "default"
+EVENT_SOURCE = "mfargo-e2e-events"
+EVENT_NAME = "metaflow-event"
+EVENT_WEBHOOK_PORT = 12000
+SENSOR_ACCOUNT = "mfargo-e2e-sensor"
+# Argo Events' controller reads its configuration from this fixed path (LoadConfig):
+# `up` writes it, `down` removes it.
+ARGO_EVENTS_CONFIG = Path("/etc/argo-events/controller-config.yaml")
 METADATA_PORT = 23880  # on NODE_IP: the host and the pods use the same URL
 REGISTRY_PORT = 23500  # on NODE_IP: the node's containerd pulls from it
 NAMESPACE = "default"  # where flows run

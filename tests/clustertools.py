@@ -138,11 +138,12 @@ def argo_target(env: dict) -> list[str]:
     return [] if target == DEFAULT_ARGO_VERSION else ["--argo-version", target]
 
 
-def kubectl(env: dict, *args: str, input: str | None = None) -> str:
+def kubectl(env: dict, *args: str, input: str | None = None, check: bool = True) -> str:
+    """kubectl's stdout; with check=False, "" when it fails (a pod's log before it starts)."""
     kubectl_bin = json.loads((STATE / "binaries.json").read_text())["kubectl"]
     p = subprocess.run([kubectl_bin, *args], env=env, input=input, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, f"kubectl {' '.join(args)}: {p.stderr.strip()}"
-    return p.stdout
+    assert p.returncode == 0 or not check, f"kubectl {' '.join(args)}: {p.stderr.strip()}"
+    return p.stdout if p.returncode == 0 else ""
 
 
 def flow_cmd(env: dict, flow: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -194,3 +195,71 @@ def failed_nodes(wf: dict) -> str:
         if lines:
             text += f"\n  {log.parent.parent.name.split('_')[1]}: {lines[-1]}"
     return text
+
+
+def until(what: str, check, timeout: float = 120, every: float = 1):
+    """check() until it returns something true (bounded); that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(every)
+
+
+# -- Argo Events (e2e/argo_events.py) ---------------------------------------------------------
+
+SENSOR_WAIT = 180  # s: the Sensor's pod starts (image local) and subscribes to the bus
+RUN_WAIT = 180  # s: an event reaches the Sensor, which creates the Workflow
+
+
+def with_webhook(env: dict) -> dict:
+    """env with the cluster's webhook EventSource set, as on a cluster whose admin set
+    METAFLOW_ARGO_EVENTS_WEBHOOK_URL: runs publish Metaflow's events, users publish there."""
+    return {**env, "METAFLOW_ARGO_EVENTS_WEBHOOK_URL": env["MFARGO_E2E_EVENTS_WEBHOOK_URL"]}
+
+
+PUBLISH = """
+import json, sys
+from metaflow.integrations import ArgoEvent
+ArgoEvent(sys.argv[1]).publish(json.loads(sys.argv[2]), ignore_errors=False)
+"""
+
+
+def publish(env: dict, name: str, payload: dict) -> None:
+    """Publish as a user does: Metaflow's ArgoEvent, to METAFLOW_ARGO_EVENTS_WEBHOOK_URL."""
+    p = subprocess.run([sys.executable, "-c", PUBLISH, name, json.dumps(payload)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
+def sensor_subscribed(env: dict, template: str) -> None:
+    """The Sensor of a deployed WorkflowTemplate (named in its `metaflow/sensor_name`
+    annotation, as Metaflow's own tools read it) subscribed to the bus: it reads only events
+    published after that."""
+    ns = env["METAFLOW_KUBERNETES_NAMESPACE"]
+    found = json.loads(kubectl(env, "get", "workflowtemplate", template, "-n", ns, "-o", "json"))
+    sensor = found["metadata"]["annotations"]["metaflow/sensor_name"]
+
+    def subscribed() -> bool:
+        return "Subscribing to subject" in kubectl(env, "logs", "-n", ns, "-l", f"sensor-name={sensor}", "--tail=-1",
+                                                  check=False)
+
+    until(f"Sensor {ns}/{sensor} subscribed to the EventBus", subscribed, SENSOR_WAIT)
+    time.sleep(2)  # the subscription is made right after that line
+
+
+def runs_from(env: dict, template: str) -> list[str]:
+    """Run ids of the Workflows made from a WorkflowTemplate (by a Sensor, or by `trigger`)."""
+    found = json.loads(kubectl(env, "get", "workflows", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json"))
+    return sorted("argo-" + w["metadata"]["name"] for w in found["items"]
+                  if (w["spec"].get("workflowTemplateRef") or {}).get("name") == template)
+
+
+def started_by_event(env: dict, template: str, runs: list[str]) -> str:
+    """The one run a Sensor started from template (added to runs, deleted at the end)."""
+    started = until(f"a Sensor started a run of {template}", lambda: runs_from(env, template), RUN_WAIT)
+    runs.extend(started)
+    assert len(started) == 1, f"one event, one run: {started}"
+    return started[0]

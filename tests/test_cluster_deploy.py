@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 import engine_tools
-from clustertools import ON_EVERY_ARGO, STATE, argo_target, failed_nodes, flow_cmd, kubectl, wait_workflow
+from clustertools import (ON_EVERY_ARGO, STATE, argo_target, failed_nodes, flow_cmd, kubectl, publish,
+                          sensor_subscribed, started_by_event, until, wait_workflow, with_webhook)
 from flowtools import EXAMPLES
 from test_cluster_e2e import SMALL_GANG, read_run
 
@@ -146,8 +147,8 @@ def _scheduled(env, flow, name, runs):
 
 
 def _triggered(env, flow, name, runs):
-    # Stored by the API server (Argo Events' CRD, no schema: any spec is stored); what shows it
-    # is right is Argo Events' own reading of it (no sensor controller runs here).
+    """Argo Events' controller runs the stored Sensor; the event published with Metaflow's
+    ArgoEvent starts the run, its payload as the Parameters."""
     sensor = kube_json(env, "sensor", name)
     stored = Path(env["TMP_DIR"]) / "sensor.json"
     stored.write_text(json.dumps(sensor))
@@ -155,41 +156,23 @@ def _triggered(env, flow, name, runs):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     [dep] = sensor["spec"]["dependencies"]
     # Metaflow's convention: one Argo event name (METAFLOW_ARGO_EVENTS_EVENT), the event's own name in a filter
-    assert dep["eventName"] == "metaflow-event" and dep["eventSourceName"] == env["METAFLOW_ARGO_EVENTS_EVENT_SOURCE"], dep
+    assert (dep["eventName"], dep["eventSourceName"]) == (env["METAFLOW_ARGO_EVENTS_EVENT"],
+                                                          env["METAFLOW_ARGO_EVENTS_EVENT_SOURCE"]), dep
     assert "name == 'data.ready'" in [e["expr"] for e in dep["filters"]["exprs"]], dep
     assert sensor["spec"]["template"]["serviceAccountName"] == env["METAFLOW_ARGO_EVENTS_SERVICE_ACCOUNT"]
     assert sensor["spec"]["eventBusName"] == env["METAFLOW_ARGO_EVENTS_EVENT_BUS"]
-    run_id = start(env, flow, name, runs, "--table", "orders", "--min_rows", "5")
+    sensor_subscribed(env, name)
+    table = unique("orders")  # the event name is the example's: the payload says which test sent it
+    publish(with_webhook(env), "data.ready", {"table": table, "rows": 5})
+    run_id = started_by_event(env, name, runs)
     succeeded(env, run_id)
     got = read_run(env, f"TriggeredFlow/{run_id}", "{'ok': run.successful, 'log': run['start'].task.stdout.strip(), "
                                                    "'table': run.data.table, 'rows': run.data.min_rows}")
-    assert got == {"ok": True, "log": "table orders updated (need 5 rows)", "table": "orders", "rows": 5}, got
+    assert got == {"ok": True, "log": f"table {table} updated (need 5 rows)", "table": table, "rows": 5}, got
 
 
 EXAMPLE_RUNS = {"branches": _branches, "nested_foreach": _nested_foreach, "switch": _switch,
                 "scheduled": _scheduled, "triggered": _triggered}
-
-
-@contextlib.contextmanager
-def events_objects(env: dict, tag: str):
-    """The Argo Events objects a @trigger deploy needs (no Argo Events controller runs: the
-    Sensor is only stored), under names of this test, named to Metaflow's config."""
-    ns = env["METAFLOW_KUBERNETES_NAMESPACE"]
-    names = {"METAFLOW_ARGO_EVENTS_EVENT_BUS": "eb-" + tag, "METAFLOW_ARGO_EVENTS_EVENT_SOURCE": "es-" + tag,
-             "METAFLOW_ARGO_EVENTS_SERVICE_ACCOUNT": "sa-" + tag}
-    docs = [{"apiVersion": "argoproj.io/v1alpha1", "kind": "EventBus", "metadata": {"name": names[
-                 "METAFLOW_ARGO_EVENTS_EVENT_BUS"], "namespace": ns}, "spec": {"nats": {"native": {}}}},
-            {"apiVersion": "argoproj.io/v1alpha1", "kind": "EventSource", "metadata": {"name": names[
-                 "METAFLOW_ARGO_EVENTS_EVENT_SOURCE"], "namespace": ns}, "spec": {"webhook": {}}},
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": names[
-                 "METAFLOW_ARGO_EVENTS_SERVICE_ACCOUNT"], "namespace": ns}}]
-    path = Path(env["TMP_DIR"]) / "events.json"
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
-    kubectl(env, "create", "-f", str(path))
-    try:
-        yield names
-    finally:
-        kubectl(env, "delete", "-f", str(path), "--ignore-not-found", "--wait=false")
 
 
 @ON_EVERY_ARGO
@@ -201,10 +184,7 @@ def test_example_deploys_and_runs(cluster_env, tmp_path, example):
     flow.write_text((EXAMPLES / flow.name).read_text())
     env = {**cluster_env, "METAFLOW_DECOSPECS": SMALL_STEPS, "TMP_DIR": str(tmp_path)}
     name = unique(example)
-    with contextlib.ExitStack() as stack:
-        if example == "triggered":
-            env.update(stack.enter_context(events_objects(env, name)))
-        runs = stack.enter_context(deployed(env, flow, name))
+    with deployed(env, flow, name) as runs:
         EXAMPLE_RUNS[example](env, flow, name, runs)
 
 
@@ -379,17 +359,6 @@ class SleeperFlow(FlowSpec):
 if __name__ == "__main__":
     SleeperFlow()
 '''
-
-
-def until(what: str, check, timeout: float = 120, every: float = 1):
-    """check() until it returns something true (bounded); that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
-        time.sleep(every)
 
 
 def assert_stopped(env: dict, run_id: str) -> None:
