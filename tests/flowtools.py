@@ -185,3 +185,33 @@ def gang_flow(name: str, decorators: str = "", body: str = "pass", num_parallel:
     return GANG_FLOW % {"name": name, "imports": imports, "num_parallel": num_parallel,
                         "decorators": indent(decorators, 4) if decorators else "", "body": indent(body, 8),
                         "flow_decorators": above(flow_decorators, 0), "start_decorators": above(start_decorators, 4)}
+
+
+LINEAR_FLOW = '''
+from metaflow import *
+
+
+%(flow_decorators)sclass %(name)s(FlowSpec):
+%(members)s    @step
+    def start(self):
+%(body)s
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    %(name)s()
+'''
+
+
+def linear_flow(name: str, body: str = "pass", flow_decorators: str = "", members: str = "") -> str:
+    """A flow's source: start (``body`` in it) -> end, the class under ``flow_decorators``,
+    with ``members`` (Parameters) at its top."""
+    indent = lambda text, n: textwrap.indent(textwrap.dedent(text).strip("\n"), " " * n)  # noqa: E731
+    return LINEAR_FLOW % {"name": name, "body": indent(body, 8),
+                          "flow_decorators": indent(flow_decorators, 0) + "\n" if flow_decorators else "",
+                          "members": indent(members, 4) + "\n\n" if members else ""}
+

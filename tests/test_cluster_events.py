@@ -21,6 +21,7 @@ import pytest
 
 from clustertools import (flow_cmd, kubectl, publish, runs_from, sensor_subscribed, started_by_event, trigger,
                           with_webhook)
+from flowtools import linear_flow
 from test_cluster_deploy import SMALL_STEPS, deployed, start, succeeded, unique
 from test_cluster_e2e import read_run
 
@@ -31,28 +32,13 @@ def events_env(cluster_env: dict, tmp_path) -> dict:
     return with_webhook({**cluster_env, "METAFLOW_DECOSPECS": SMALL_STEPS, "TMP_DIR": str(tmp_path)})
 
 
-TRIGGERED = """
-from metaflow import FlowSpec, Parameter, current, step, trigger
-
-
-@trigger(event={"name": "EVENT", "parameters": {"table": "table", "min_rows": "rows"}})
-class FLOW(FlowSpec):
-    table = Parameter("table", required=True)
-    min_rows = Parameter("min_rows", default=1, type=int)
-
-    @step
-    def start(self):
-        self.event = current.trigger.event.name
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    FLOW()
-"""
+def triggered_flow(name: str, event: str) -> str:
+    """@trigger on event, its payload's `table` and `rows` as the Parameters table and min_rows."""
+    return linear_flow(name, "self.event = current.trigger.event.name",
+                       flow_decorators='@trigger(event={"name": "%s", "parameters": {"table": "table", "min_rows": '
+                                       '"rows"}})' % event,
+                       members='table = Parameter("table", required=True)\n'
+                               'min_rows = Parameter("min_rows", default=1, type=int)')
 
 
 def test_published_event_starts_the_flow_with_its_payload(cluster_env, tmp_path):
@@ -61,7 +47,7 @@ def test_published_event_starts_the_flow_with_its_payload(cluster_env, tmp_path)
     token = secrets.token_hex(3)
     flow_name, event = f"Triggered{token}Flow", f"data.ready.{token}"
     flow = tmp_path / "triggered.py"
-    flow.write_text(TRIGGERED.replace("FLOW", flow_name).replace("EVENT", event))
+    flow.write_text(triggered_flow(flow_name, event))
     env = events_env(cluster_env, tmp_path)
     name = unique("triggered")
     with deployed(env, flow, name) as runs:
@@ -75,54 +61,15 @@ def test_published_event_starts_the_flow_with_its_payload(cluster_env, tmp_path)
         assert runs_from(env, name) == [run_id]  # one event, one run
 
 
-UPSTREAM = """
-from metaflow import FlowSpec, PROJECT_DECO step
+def upstream_flow(name: str, project: str = "") -> str:
+    return linear_flow(name, "self.rows = 42", flow_decorators=f'@project(name="{project}")' if project else "")
 
 
-PROJECT_LINE
-class FLOW(FlowSpec):
-    @step
-    def start(self):
-        self.rows = 42
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    FLOW()
-"""
-
-DOWNSTREAM = """
-from metaflow import FlowSpec, PROJECT_DECO current, step, trigger_on_finish
-
-
-PROJECT_LINE
-@trigger_on_finish(flow="UPSTREAM")
-class FLOW(FlowSpec):
-    @step
-    def start(self):
-        upstream = current.trigger.run
-        self.upstream = upstream.pathspec
-        self.rows = upstream.data.rows
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    FLOW()
-"""
-
-
-def flow_source(template: str, flow: str, upstream: str = "", project: str = "") -> str:
-    deco = f'@project(name="{project}")' if project else ""
-    return (template.replace("PROJECT_DECO", "project, " if project else "").replace("PROJECT_LINE", deco)
-            .replace("UPSTREAM", upstream).replace("FLOW", flow))
+def downstream_flow(name: str, upstream: str, project: str = "") -> str:
+    """@trigger_on_finish(flow=upstream): keeps the upstream run's pathspec and its `rows`."""
+    decorators = (f'@project(name="{project}")\n' if project else "") + f'@trigger_on_finish(flow="{upstream}")'
+    return linear_flow(name, "upstream = current.trigger.run\nself.upstream = upstream.pathspec\n"
+                             "self.rows = upstream.data.rows", flow_decorators=decorators)
 
 
 def test_upstream_end_starts_the_flow_that_waits_for_it(cluster_env, tmp_path):
@@ -133,8 +80,8 @@ def test_upstream_end_starts_the_flow_that_waits_for_it(cluster_env, tmp_path):
     (tmp_path / "up").mkdir()
     (tmp_path / "down").mkdir()
     up, down = tmp_path / "up" / "up.py", tmp_path / "down" / "down.py"
-    up.write_text(flow_source(UPSTREAM, up_flow))
-    down.write_text(flow_source(DOWNSTREAM, down_flow, upstream=up_flow))
+    up.write_text(upstream_flow(up_flow))
+    down.write_text(downstream_flow(down_flow, up_flow))
     env = events_env(cluster_env, tmp_path)
     up_name, down_name = unique("upstream"), unique("downstream")
     with deployed(env, up, up_name) as up_runs, deployed(env, down, down_name) as down_runs:
@@ -173,8 +120,8 @@ def test_project_branches_start_only_their_own_downstream(cluster_env, tmp_path)
     for d in ("up", "down"):
         (tmp_path / d).mkdir()
     up, down = tmp_path / "up" / "up.py", tmp_path / "down" / "down.py"
-    up.write_text(flow_source(UPSTREAM, up_flow, project=project))
-    down.write_text(flow_source(DOWNSTREAM, down_flow, upstream=up_flow, project=project))
+    up.write_text(upstream_flow(up_flow, project))
+    down.write_text(downstream_flow(down_flow, up_flow, project))
     env = events_env(cluster_env, tmp_path)
     b1, b2 = {**env, "METAFLOW_BRANCH": "b1"}, {**env, "METAFLOW_BRANCH": "b2"}  # Metaflow's --branch
     with contextlib.ExitStack() as stack:
