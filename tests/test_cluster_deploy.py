@@ -16,7 +16,6 @@ import secrets
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -58,11 +57,16 @@ def deployed(env: dict, flow: Path, name: str, *create_args: str):
     try:
         yield runs
     finally:
-        for run_id in runs:
-            kubectl(env, "delete", "workflow", run_id.removeprefix("argo-"), "-n", env["METAFLOW_KUBERNETES_NAMESPACE"],
-                    "--ignore-not-found", "--wait=false")
-        subprocess.run([sys.executable, flow.name, "argo-workflows", "--name", name, "delete"], cwd=flow.parent,
-                       env=env, capture_output=True, timeout=120)
+        undeploy(env, flow, runs, "--name", name)
+
+
+def undeploy(env: dict, flow: Path, runs: list[str], *name_args: str) -> None:
+    """Delete the runs' Workflows, then the deployment (`argo-workflows [--name NAME] delete`)."""
+    for run_id in runs:
+        kubectl(env, "delete", "workflow", run_id.removeprefix("argo-"), "-n", env["METAFLOW_KUBERNETES_NAMESPACE"],
+                "--ignore-not-found", "--wait=false")
+    subprocess.run([sys.executable, flow.name, "argo-workflows", *name_args, "delete"], cwd=flow.parent, env=env,
+                   capture_output=True, timeout=120)
 
 
 def start(env: dict, flow: Path, name: str, runs: list[str], *params: str) -> str:
@@ -339,7 +343,6 @@ def test_gang_runs_as_the_service_account_given_to_create(cluster_env, tmp_path)
 # -- status, terminate, delete: the CLI and the Deployer API ---------------------------------------
 
 SLEEPER = '''
-import time
 
 from metaflow import FlowSpec, step
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from clustertools import (flow_cmd, kubectl, publish, runs_from, sensor_subscribed, started_by_event, trigger,
+from clustertools import (flow_cmd, publish, runs_from, sensor_subscribed, started_by_event, trigger,
                           with_webhook)
 from flowtools import linear_flow
-from test_cluster_deploy import SMALL_STEPS, deployed, start, succeeded, unique
+from test_cluster_deploy import SMALL_STEPS, deployed, start, succeeded, undeploy, unique
 from test_cluster_e2e import read_run
 
 pytestmark = pytest.mark.cluster
@@ -105,11 +105,7 @@ def deployed_in_project(env: dict, flow: Path):
     try:
         yield name, runs
     finally:
-        for run_id in runs:
-            kubectl(env, "delete", "workflow", run_id.removeprefix("argo-"), "-n", env["METAFLOW_KUBERNETES_NAMESPACE"],
-                    "--ignore-not-found", "--wait=false")
-        subprocess.run([sys.executable, flow.name, "argo-workflows", "delete"], cwd=flow.parent, env=env,
-                       capture_output=True, timeout=120)
+        undeploy(env, flow, runs)
 
 
 def test_project_branches_start_only_their_own_downstream(cluster_env, tmp_path):
@@ -140,3 +136,35 @@ def test_project_branches_start_only_their_own_downstream(cluster_env, tmp_path)
         assert got == {"upstream": f"{up_flow}/{up_run}", "branch": ["project_branch:test.b1"]}, got
         # The b2 Sensor saw the same events (one bus) by the time b1's run finished; it took none.
         assert runs_from(env, down_b2) == []
+
+
+DEPLOYER_CREATE = """
+import json, sys
+from metaflow import Deployer
+deployed = Deployer(sys.argv[1], show_output=False).argo_workflows(name=sys.argv[2]).create()
+print(json.dumps({"name": deployed.name, "flow": deployed.flow_name}))
+"""
+
+
+def test_flow_deployed_with_the_deployer_api_is_started_by_its_event(cluster_env, tmp_path):
+    """The @trigger flow deployed with Metaflow's Deployer API instead of the CLI."""
+    token = secrets.token_hex(3)
+    flow_name, event = f"Deployed{token}Flow", f"data.ready.{token}"
+    flow = tmp_path / "triggered.py"
+    flow.write_text(triggered_flow(flow_name, event))
+    env = events_env(cluster_env, tmp_path)
+    name = unique("deployer-triggered")
+    p = subprocess.run([sys.executable, "-c", DEPLOYER_CREATE, flow.name, name], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    runs: list[str] = []
+    try:
+        assert json.loads(p.stdout.splitlines()[-1]) == {"name": name, "flow": flow_name}
+        sensor_subscribed(env, name)
+        publish(env, event, {"table": "events", "rows": 7})
+        run_id = started_by_event(env, name, runs)
+        succeeded(env, run_id)
+        got = read_run(env, f"{flow_name}/{run_id}", "{'table': run.data.table, 'rows': run.data.min_rows}")
+        assert got == {"table": "events", "rows": 7}, got
+    finally:
+        undeploy(env, flow, runs, "--name", name)
