@@ -17,6 +17,7 @@ from .errors import CompileError
 
 EVENT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 PAYLOAD_KEY = re.compile(r"^[A-Za-z0-9_]+$")
+QUOTABLE = re.compile(r"^[^'\"\\\s]+$")  # text that can sit between quotes in an Argo Events filter
 # Env var through which a pod learns the event that started its run (Metaflow's name).
 EVENT_PAYLOAD_ENV = "METAFLOW_ARGO_EVENT_PAYLOAD_%s_%s"
 
@@ -124,10 +125,11 @@ def _finish_events(deco, project: dict) -> list[ir.EventTrigger]:
         if (project_name or branch_name) and not (project_name and branch_name):
             raise CompileError("@trigger_on_finish: give both project and branch (or use @project)")
         for what, value in (("project", project_name), ("branch", branch_name), ("flow", event["flow"])):
-            # each is quoted in the Sensor's filter expressions
-            if value and not EVENT_NAME.match(str(value)):
-                raise CompileError("@trigger_on_finish: invalid %s name %r: use letters, digits, '_', '-' and '.'"
-                                   % (what, value))
+            # each is quoted in the Sensor's filter expressions (a user branch carries a user name:
+            # anything but what ends or escapes the quotes is kept)
+            if value and not QUOTABLE.match(str(value)):
+                raise CompileError("@trigger_on_finish: %s name %r cannot be quoted in the Sensor's filter: "
+                                   "quotes, backslashes and white space are refused" % (what, value))
         name = "metaflow.%s.end" % ".".join(v for v in (project_name, branch_name, event["flow"]) if v)
         if any(e.name == name for e in events):  # one Sensor dependency per event name
             raise CompileError("@trigger_on_finish: flow %r (event %s) is listed twice; list each flow once"

@@ -592,5 +592,10 @@ def test_trigger_on_finish_names_are_checked_before_they_are_quoted(tmp_path):
     proc = compile_file(write_flow(tmp_path, src), check=False)
     assert proc.returncode == 1, proc.stdout
     line = proc.stderr.strip().splitlines()[-1]  # after Metaflow's banner
-    assert line.startswith("mfargo: @trigger_on_finish: invalid project name") and "p'q" in line, line
+    assert line.startswith("mfargo: @trigger_on_finish: project name \"p'q\" cannot be quoted"), line
     assert not proc.stdout
+    # A user branch carries the user's name as Metaflow has it, '@' included: kept, quoted.
+    src = flow_source('@trigger_on_finish(flow={"name": "UpstreamFlow", "project": "p", "project_branch": "a@b"})')
+    wt, sensor = compile_source(tmp_path, src)
+    exprs = [e["expr"] for e in sensor["spec"]["dependencies"][0]["filters"]["exprs"]]
+    assert exprs == ["name == 'metaflow.p.a@b.UpstreamFlow.end'", "field == true", "field == 'p'", "field == 'a@b'"]
