@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import certs
 import layout
-from components import http_ok, kubectl
+from components import http_ok, kubectl, tcp_open
 from proc import start, wait_ready
 
 NATS_URL = f"nats://{layout.NODE_IP}:{layout.NATS_PORT}"
@@ -42,15 +41,7 @@ def nats(bins) -> None:
     start("nats", [bins["nats-server"], "--jetstream", "--store_dir", store, "--addr", layout.NODE_IP,
                    "--port", str(layout.NATS_PORT), "--tls", "--tlscert", certs.pki("nats.crt"),
                    "--tlskey", certs.pki("nats.key")], env={"PATH": "/usr/bin:/bin"})
-    wait_ready("nats", lambda: _tcp_open(layout.NODE_IP, layout.NATS_PORT), 30, "listening on " + NATS_URL)
-
-
-def _tcp_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+    wait_ready("nats", lambda: tcp_open(layout.NODE_IP, layout.NATS_PORT), 30, "listening on " + NATS_URL)
 
 
 def controller(bins, events_src: Path, image_ref: str) -> None:

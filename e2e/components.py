@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -65,6 +66,12 @@ def _https_ok(url: str) -> bool:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
     with opener.open(url, timeout=2) as r:
         return r.status == 200
+
+
+def tcp_open(host: str, port: int) -> bool:
+    """Something listens at host:port (a readiness check: wait_ready takes an error as not yet)."""
+    with socket.create_connection((host, port), timeout=1):
+        return True
 
 
 def http_ok(url: str) -> bool:
@@ -384,11 +391,7 @@ def _webhook_certs(*dirs: Path) -> None:
 
 def _wait_webhook(part: str, port: int, seconds: int) -> None:
     """Until ``part``'s webhook listens on 127.0.0.1:``port`` (bounded)."""
-    def serving() -> bool:
-        import socket
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    wait_ready(part, serving, seconds, f"webhook on 127.0.0.1:{port}")
+    wait_ready(part, lambda: tcp_open("127.0.0.1", port), seconds, f"webhook on 127.0.0.1:{port}")
 
 
 def jobset_webhook_configs(webhook_dir: Path, url: str, ca_bundle: str) -> list[dict]:
