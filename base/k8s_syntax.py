@@ -29,6 +29,10 @@ SUBDOMAIN_MAX = 253
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TOLERATION_OPERATORS = ("Equal", "Exists")  # "" means Equal
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")  # "" means every effect
+# Pods of one gang (@parallel's num_parallel, one per JobSet Job): a JobSet this size is already far
+# past what a cluster schedules at once. The compiler refuses a larger num_parallel, `mfargo run` a
+# larger JobSet.
+MAX_GANG_SIZE = 1_000
 ANNOTATIONS_TOTAL_MAX = 256 * 1024
 # OpenAPI's integer formats, as Go holds them.
 INT_RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}

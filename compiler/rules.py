@@ -32,9 +32,7 @@ _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 _S3_RESERVED = (("xn--", "sthree-", "amzn-s3-demo-"), ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"))
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Pods of one gang (@parallel's num_parallel): a JobSet this size is already far past what a
-# cluster schedules at once; `mfargo run` refuses a larger JobSet with the same bound.
-MAX_GANG_SIZE = 1_000
+MAX_GANG_SIZE = k8s.MAX_GANG_SIZE
 
 
 def positive_number(step: str, decorator: str, key: str, value, allow_zero: bool = False) -> float:

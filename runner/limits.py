@@ -4,11 +4,11 @@
 size that drives memory, processes or disk has a bound here (one place; ``runner/README.md``
 lists them). Past a bound the run stops with one line naming the field and the limit: in the
 preflight when the YAML alone shows it, else the node fails with that line. The compiler
-refuses a gang larger than :data:`MAX_GANG_SIZE` (``compiler/rules.py``) for the same reason.
+refuses a gang larger than :data:`MAX_GANG_SIZE` (``base/k8s_syntax.py``) for the same reason.
 """
 from __future__ import annotations
 
-from mfargo.compiler.rules import MAX_GANG_SIZE  # pods of one JobSet (also at most --max-workers)
+from mfargo.base.k8s_syntax import MAX_GANG_SIZE  # pods of one JobSet (also at most --max-workers)
 
 # YAML (runner/bounded_yaml.py): the Kubernetes API server refuses requests over 3 MiB.
 MAX_YAML_BYTES = 16 * 2**20

@@ -167,6 +167,17 @@ def test_offline_compile_imports_nothing_for_deploying_and_a_cache_hit_no_hera(t
 
 
 # Keys and apiVersions other tools read: typed once, in compiler/constants.py.
+
+
+def test_mfargo_run_starts_without_the_compiler_or_metaflow():
+    """`mfargo run` plays YAML: importing the compiler (and with it Metaflow) cost every run
+    0.2 CPU-s, as much as its own start-up, when runner/limits.py took a constant from it."""
+    code = ("import sys, mfargo.runner.cli, mfargo.runner.api, mfargo.runner.jobset\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'metaflow'\n"
+            "                 or m.startswith(('mfargo.compiler', 'mfargo.templates')))))")
+    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert proc.stdout.split() == []
 _CONTRACT_LITERAL = re.compile(
     r"^(metaflow|mfargo|app\.kubernetes\.io|workflows\.argoproj\.io|jobset\.sigs\.k8s\.io|alpha\.jobset\.sigs\.k8s\.io"
     r"|kueue\.x-k8s\.io)/[A-Za-z0-9_.-]+$|^(argoproj\.io/v1alpha1|jobset\.x-k8s\.io/v1alpha2)$")
