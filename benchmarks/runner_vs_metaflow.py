@@ -14,7 +14,8 @@ once, the order alternating, so a slow spell of a shared machine falls on both a
 * **mfargo --s3**: the same YAML as a cluster would run it, against the local S3 server
   ``mfargo run --s3`` starts for the run (its start-up included).
 
-No ``METAFLOW_*``/``AWS_*`` settings reach the commands (an empty ``METAFLOW_HOME``).
+No ``METAFLOW_*``/``AWS_*`` settings reach the commands (an empty ``METAFLOW_HOME``), and
+Python's bytecode cache is on, as for an installed package (``PYTHONDONTWRITEBYTECODE`` dropped).
 Printed per command: wall seconds, CPU seconds (user + system of the command and every
 descendant it waited for, from ``wait4``), the peak number of live processes in its tree
 and the distinct processes seen (sampled every 50 ms, so short-lived ones may be missed),
@@ -193,7 +194,10 @@ def main() -> int:
     try:
         home = root / "home"
         (home / ".metaflowconfig").mkdir(parents=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("METAFLOW_", "AWS_", "MFARGO_"))}
+        # Python's bytecode cache on, as installed (pip compiles Metaflow's; an editable mfargo
+        # would otherwise recompile its runner and in-pod modules in every run and pod).
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("METAFLOW_", "AWS_", "MFARGO_")) and k != "PYTHONDONTWRITEBYTECODE"}
         env.update(HOME=str(home), USER="bench", METAFLOW_HOME=str(home / ".metaflowconfig"),
                    MFARGO_CACHE_DIR=str(root / "cache"),
                    PATH=str(bindir) + os.pathsep + os.environ.get("PATH", os.defpath))
