@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from mfargo.runner.api import run_workflow
-from mfargo.runner.testing import pod_env
 
 
 def workflow(n: int, chain: bool) -> dict:
@@ -41,7 +40,7 @@ def measure(n: int, chain: bool) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cpu0 = children_cpu()
         t0 = time.perf_counter()
-        result = run_workflow(workflow(n, chain), {}, None, Path(tmp), pod_env(), 1.0, None, timeout=120)
+        result = run_workflow(workflow(n, chain), {}, None, Path(tmp), None, 1.0, None, timeout=120)
         wall = time.perf_counter() - t0
         assert result.status == "Succeeded", result.message
         return wall, children_cpu() - cpu0

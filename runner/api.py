@@ -132,7 +132,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
                  on_event: ev.EventCallback | None = None, *, timeout: float | None = None,
                  kill_grace: float = 2.0, secrets: dict[str, dict[str, str]] | None = None,
                  workflow_name: str | None = None,
-                 namespace: str | None = None, stream_logs: bool = True, validate: bool = True,
+                 namespace: str | None = None, stream_logs: bool = True,
                  handle_signals: bool = True, private_tmp: bool = True,
                  force_env: dict[str, str | None] | None = None,
                  node_capacity: dict[str, str] | None = None, python: str | None = None,
@@ -189,7 +189,7 @@ def run_workflow(source: Any, parameters: dict[str, str] | None = None, code_dir
         await kube_api.start()
         pods.base_env.update(kube_api.env)
         executor = Executor(doc, name=name, namespace=ns, uid=result.uid, parameters=params, pods=pods,
-                            jobsets=jobsets, on_event=on_event, backoff_scale=backoff_scale, validate=validate)
+                            jobsets=jobsets, on_event=on_event, backoff_scale=backoff_scale)
         result.nodes = executor.nodes
         loop = asyncio.get_running_loop()
         installed = []

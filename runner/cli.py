@@ -74,7 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="do not print pod output lines")
     p.add_argument("--shared-tmp", action="store_true",
                    help="let pods share this machine's /tmp (default: private per pod, as in Kubernetes)")
-    p.add_argument("--no-validate", action="store_true", help="skip JobSet manifest validation")
     p.add_argument("--s3", action="store_true",
                    help="run the YAML's S3 datastore as a cluster would, against a local S3 server "
                         "(default without a configured endpoint: Metaflow's local datastore)")
@@ -276,7 +275,7 @@ def _main(args: argparse.Namespace, started: float) -> int:
                   flush=True)
         local_s3_workers(env)
         result = run_workflow(document, params, args.code_dir, work_dir, env, args.backoff_scale, on_event,
-                              timeout=left(), validate=not args.no_validate,
+                              timeout=left(),
                               private_tmp=not args.shared_tmp, force_env=force_env or None,
                               node_capacity=capacity or None, python=args.python,
                               max_workers=args.max_workers)

@@ -1,9 +1,9 @@
 """Play the JobSet controller (and the Job controller under it) for the JobSets mfargo writes.
 
 A resource template that creates a ``jobset.x-k8s.io/v1alpha2`` JobSet ends up here
-(:mod:`runner.resource`).  The runner plays the spec ``templates/jobset.py`` writes, and
-:func:`essential_problems` refuses anything else when the JobSet is created (``--no-validate``
-or not), so each part below has one shape:
+(:func:`run_resource`).  The runner plays the spec ``templates/jobset.py`` writes, and
+:func:`essential_problems` refuses anything else when the JobSet is created, so each part
+below has one shape:
 
 * every replicatedJob gets ``replicas`` Jobs ``<js>-<rjob>-<i>``, each running one pod
   (mfargo's Jobs: ``completions``/``parallelism`` 1, ``backoffLimit`` 0) named
@@ -459,8 +459,7 @@ def terminal_state(condition: str | None) -> str | None:
     return condition.split("==")[1].strip() if condition else None
 
 
-async def run_resource(resource: dict, controller: JobSetController, *, owner: dict | None,
-                       do_validate: bool = True) -> None:
+async def run_resource(resource: dict, controller: JobSetController, *, owner: dict | None) -> None:
     """Create the JobSet and wait for a condition; raises JobSetError if the step fails."""
     try:
         docs = [d for d in bounded_yaml.load_all(str(resource.get("manifest") or "")) if d is not None]
@@ -469,8 +468,7 @@ async def run_resource(resource: dict, controller: JobSetController, *, owner: d
     if len(docs) != 1:
         raise JobSetError(f"the manifest must hold exactly one object, found {len(docs)}")
     obj = docs[0]
-    # a JobSet as mfargo writes it, always; the schema (mfargo.base.validation) unless --no-validate
-    problems = validate(obj) if do_validate else essential_problems(obj)
+    problems = validate(obj)  # a JobSet as mfargo writes it, then the schema (mfargo.base.validation)
     if problems:
         raise JobSetError("The JobSet is invalid: " + "; ".join(problems))
     owner_ref = owner if resource.get("setOwnerReference") else None

@@ -83,7 +83,7 @@ async def run_resource_template(ex: "Executor", node: Node, tmpl: dict, scope: S
     limit = deadline(t)
     async with ex.pod_slot():
         ex.start(node)
-        coro = run_resource(t["resource"], ex.jobsets, owner=owner, do_validate=ex.validate)
+        coro = run_resource(t["resource"], ex.jobsets, owner=owner)
         try:
             await (asyncio.wait_for(coro, timeout=limit) if limit is not None else coro)
         except asyncio.TimeoutError:

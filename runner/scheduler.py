@@ -46,7 +46,7 @@ class Executor(NodeBook):
 
     def __init__(self, doc: WorkflowDoc, *, name: str, namespace: str, uid: str, parameters: dict[str, str],
                  pods: PodRunner, jobsets: JobSetController, on_event: ev.EventCallback,
-                 backoff_scale: float = 1.0, validate: bool = True):
+                 backoff_scale: float = 1.0):
         super().__init__(name, on_event)
         self.doc = doc
         self.spec = doc.spec
@@ -55,7 +55,6 @@ class Executor(NodeBook):
         self.pods = pods
         self.jobsets = jobsets
         self.backoff_scale = backoff_scale
-        self.validate = validate
         par = self.spec.get("parallelism")
         self.pod_slots = asyncio.Semaphore(parse_int(par, "spec.parallelism")) if par else None
         # what mfargo's tags and expressions read of the workflow (preflight.SIMPLE_TAGS);

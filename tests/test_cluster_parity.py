@@ -16,7 +16,7 @@ import pytest
 import yaml
 from clustertools import kubectl
 
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 pytestmark = pytest.mark.cluster
 

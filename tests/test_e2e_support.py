@@ -18,7 +18,7 @@ import yaml
 
 from flowtools import clean_env
 from mfargo.runner.api import RunResult, run_workflow
-from mfargo.runner.testing import Recorder
+from runner_tools import Recorder
 
 BUCKET = "mfargo-test"
 

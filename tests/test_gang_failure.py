@@ -16,7 +16,7 @@ from test_compiler_inprocess import OPTIONS
 from metaflow_extensions.mfargo.plugins import gang_failure, pod_contract
 from mfargo import pipeline
 from mfargo.runner import job_policy, kube_api, kube_objects
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 JS = "js-abc"
 

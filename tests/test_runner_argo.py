@@ -11,7 +11,7 @@ from mfargo.runner import preflight
 from mfargo.runner.cli import main
 from mfargo.runner.model import WorkflowDoc, load_document
 from mfargo.runner.dag import DAEMON_STOPPED
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 SH = """
   - name: sh

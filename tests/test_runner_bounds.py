@@ -16,7 +16,7 @@ import pytest
 
 from mfargo.runner import limits, podgroup
 from mfargo.runner.cli import STOP_GRACE, main
-from mfargo.runner.testing import pod_env, run_yaml
+from runner_tools import pod_env, run_yaml
 from test_runner_jobset import gang
 
 LIMIT_LINE = "over the runner's limit of"

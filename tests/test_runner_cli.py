@@ -12,7 +12,7 @@ import pytest
 
 from mfargo.runner.cli import main
 from mfargo.runner.slots import machine_cores
-from mfargo.runner.testing import pod_env
+from runner_tools import pod_env
 
 OK = """
 apiVersion: argoproj.io/v1alpha1

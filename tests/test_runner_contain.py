@@ -14,7 +14,7 @@ from mfargo.runner import bounded_yaml
 from mfargo.runner.cli import main
 from mfargo.runner.model import WorkflowError, load_document
 from mfargo.runner.pod import PodError, PodRunner, PodSpec
-from mfargo.runner.testing import pod_env
+from runner_tools import pod_env
 
 
 def _workflow(name="contain", template="main", volumes=None, mount=None, extra_spec=None, container=None):
@@ -150,7 +150,7 @@ def test_a_templated_claim_is_checked_when_the_pod_is_created(tmp_path, capsys):
 
 
 def test_pod_names_are_checked_at_the_pod(tmp_path):
-    """JobSet pods are named from the manifest (with --no-validate nothing else checks it)."""
+    """JobSet pods are named from the manifest (checked again where they become paths)."""
     (tmp_path / "work").mkdir()
     runner = PodRunner(tmp_path / "work", pod_env())
     pod = PodSpec(name="../../escape", namespace="default", uid="u", container={"command": ["true"]})

@@ -7,7 +7,7 @@ import pytest
 
 from mfargo.runner import events as ev
 from mfargo.runner.model import WorkflowError
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 # A container template that writes its message to an output file.
 ECHO = """

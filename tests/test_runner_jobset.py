@@ -6,7 +6,7 @@ import time
 import pytest
 
 from mfargo.runner import events as ev
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 # Pods write their env to /tmp/env (per pod). WORKER_CMD / CONTROL_CMD / EXTRA_SPEC
 # are replaced per test.
@@ -217,7 +217,7 @@ def test_invalid_jobset_fails_the_step(tmp_path):
     ("startupPolicy: {startupPolicyOrder: InOrder}", "spec.startupPolicy: not supported by the local runner"),
 ])
 def test_jobset_fields_mfargo_never_writes_fail_the_step(tmp_path, extra, words):
-    result, _ = run_yaml(gang(retry=False, extra=extra), tmp_path, validate=False)
+    result, _ = run_yaml(gang(retry=False, extra=extra), tmp_path)
     assert result.status == "Failed"
     assert words in result.node("train").message
     assert not result.jobsets

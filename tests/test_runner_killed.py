@@ -4,7 +4,7 @@ import select
 import subprocess
 import sys
 
-from mfargo.runner.testing import pod_env
+from runner_tools import pod_env
 
 SLEEPER = """
 apiVersion: argoproj.io/v1alpha1

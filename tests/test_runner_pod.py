@@ -4,7 +4,7 @@ import json
 
 from mfargo.runner import events as ev
 from mfargo.runner import mountns
-from mfargo.runner.testing import pod_env, run_yaml
+from runner_tools import pod_env, run_yaml
 
 
 def test_code_dir_mapping(tmp_path):

@@ -2,7 +2,7 @@
 workflow expression hooks. (Fields mfargo never writes - continueOn, dag.target, retry
 maxDuration, exit handlers, AnySucceeded/AllFailed, withSequence... - are refused by the
 preflight: tests/test_runner_argo.py.)"""
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 SH = """
   - name: sh

@@ -7,7 +7,7 @@ import pytest
 from mfargo.runner import slots as slots_mod
 from mfargo.runner.cli import main
 from mfargo.runner.slots import PodSlots
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 
 

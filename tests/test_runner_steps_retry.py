@@ -3,7 +3,7 @@ workflow hooks."""
 import time
 
 from mfargo.runner import events as ev
-from mfargo.runner.testing import run_yaml
+from runner_tools import run_yaml
 
 COUNTER = """
 apiVersion: argoproj.io/v1alpha1
