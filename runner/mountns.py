@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -31,7 +30,8 @@ MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+# The C library this process already links (dlopen(NULL)): no `ldconfig -p` run to find it by name.
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _check(result: int, what: str) -> None:
