@@ -32,7 +32,6 @@ _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 _S3_RESERVED = (("xn--", "sthree-", "amzn-s3-demo-"), ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"))
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MAX_GANG_SIZE = k8s.MAX_GANG_SIZE
 
 
 def positive_number(step: str, decorator: str, key: str, value, allow_zero: bool = False) -> float:
@@ -70,16 +69,16 @@ def count(step: str | None, decorator: str | None, key: str, value, minimum: int
 
 def gang_size(step: str, value) -> None:
     """``num_parallel`` in ``self.next`` (an int, or the ``ast`` expression Metaflow's graph
-    leaves unevaluated): when it is a constant (``4``, ``10**6``), from 1 to MAX_GANG_SIZE; a
+    leaves unevaluated): when it is a constant (``4``, ``10**6``), from 1 to k8s.MAX_GANG_SIZE; a
     value known only at run time is not checked here (the runner checks the JobSet it gets)."""
     try:
         number = value if type(value) is int else _constant_int(value)
         text = str(value) if type(value) is int else ast.unparse(value)
     except (ValueError, TypeError, OverflowError, RecursionError):
         return
-    if not 1 <= number <= MAX_GANG_SIZE:
+    if not 1 <= number <= k8s.MAX_GANG_SIZE:
         raise CompileError("self.next(..., num_parallel=%s): a gang has from 1 to %s pods"
-                           % (text, format(MAX_GANG_SIZE, ",")), step)
+                           % (text, format(k8s.MAX_GANG_SIZE, ",")), step)
 
 
 def _constant_int(node) -> int:

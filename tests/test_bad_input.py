@@ -354,8 +354,8 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("size, shown", [("10**6", "10 ** 6"), ("1001", "1001"), ("0", "0")])
 def test_gang_size_bound_is_one_line(tmp_path, size, shown):
-    """num_parallel past compiler.rules.MAX_GANG_SIZE (the runner's bound too) is refused at compile time."""
-    from mfargo.compiler.rules import MAX_GANG_SIZE
+    """num_parallel past base.k8s_syntax.MAX_GANG_SIZE (the runner's bound too) is refused at compile time."""
+    from mfargo.base.k8s_syntax import MAX_GANG_SIZE
 
     flow = tmp_path / "gang_flow.py"
     flow.write_text(GANG_FLOW % size)
