@@ -37,21 +37,13 @@ from typing import Any
 from mfargo.base import k8s_syntax
 
 from . import events as ev
-from . import bounded_yaml, job_policy, kube_objects, limits
+from . import bounded_yaml, dialect, job_policy, kube_objects, limits
+from .dialect import NOT_HERE
 from .model import random_suffix
 from .pod import PodError, PodRunner, PodSpec
 
 GROUP = "jobset.x-k8s.io"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
-# The fields mfargo writes (templates/jobset.py): the runner plays only these.
-SPEC_FIELDS = ("replicatedJobs", "failurePolicy", "successPolicy", "network", "ttlSecondsAfterFinished")
-REPLICATED_JOB_FIELDS = ("name", "replicas", "template")
-JOB_FIELDS = ("backoffLimit", "podFailurePolicy", "activeDeadlineSeconds", "completions", "parallelism",
-              "template")
-JOB_ONE = {"completions": 1, "parallelism": 1, "backoffLimit": 0}  # mfargo's values (absent: ok too)
-FAILURE_POLICY_FIELDS = ("maxRestarts", "rules")
-FAILURE_RULE_FIELDS = ("name", "action", "onJobFailureReasons")
-NOT_HERE = "not supported by the local runner"
 
 
 class JobSetError(Exception):
@@ -61,30 +53,17 @@ class JobSetError(Exception):
 
 # ------------------------------------------------------------------ what is created
 
-def _unknown(obj: Any, allowed: tuple[str, ...], where: str) -> list[str]:
-    return [f"{where}.{k}: {NOT_HERE}" for k in (obj if isinstance(obj, dict) else {}) if k not in allowed]
-
-
-def _job_problems(job: Any, where: str) -> list[str]:
-    """A replicatedJob's Job spec: mfargo's one-pod Job, its podFailurePolicy actions."""
-    if not isinstance(job, dict):
-        return [f"{where}: must be an object"]
-    problems = _unknown(job, JOB_FIELDS, where)
-    problems += [f"{where}.{k}: {job[k]!r} is {NOT_HERE} (mfargo writes {v})"
-                 for k, v in JOB_ONE.items() if job.get(k, v) != v]
-    for i, rule in enumerate((job.get("podFailurePolicy") or {}).get("rules") or []):
-        if rule.get("action") not in job_policy.POD_ACTIONS:
-            problems.append(f"{where}.podFailurePolicy.rules[{i}].action: {rule.get('action')!r} is {NOT_HERE} "
-                            f"(mfargo writes {', '.join(job_policy.POD_ACTIONS)})")
-    pod_spec = ((job.get("template") or {}).get("spec"))
+def _pod_problems(job: Any, where: str) -> list[str]:
+    """[] when a replicatedJob's Job runs mfargo's one pod of one container."""
+    pod_spec = (job.get("template") or {}).get("spec") if isinstance(job, dict) else None
     if not isinstance(pod_spec, dict) or not isinstance(pod_spec.get("containers"), list) \
             or not pod_spec["containers"]:
-        problems.append(f"{where}.template.spec.containers: required")
-    elif pod_spec.get("initContainers"):  # mfargo's gang pods have one container each
-        problems.append(f"{where}.template.spec.initContainers: {NOT_HERE}")
-    elif len(pod_spec["containers"]) > 1:
-        problems.append(f"{where}.template.spec.containers: more than one is {NOT_HERE} (mfargo writes one)")
-    return problems
+        return [f"{where}.template.spec.containers: required"]
+    if pod_spec.get("initContainers"):
+        return [f"{where}.template.spec.initContainers {NOT_HERE}"]
+    if len(pod_spec["containers"]) > 1:
+        return [f"{where}.template.spec.containers: more than one {NOT_HERE} (mfargo writes one)"]
+    return []
 
 
 def essential_problems(obj: Any) -> list[str]:
@@ -107,16 +86,9 @@ def essential_problems(obj: Any) -> list[str]:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return problems + ["spec: required"]
-    problems += _unknown(spec, SPEC_FIELDS, "spec")
-    fp = spec.get("failurePolicy") or {}
-    problems += _unknown(fp, FAILURE_POLICY_FIELDS, "spec.failurePolicy")
-    for i, rule in enumerate(fp.get("rules") or [] if isinstance(fp, dict) else []):
-        problems += _unknown(rule, FAILURE_RULE_FIELDS, f"spec.failurePolicy.rules[{i}]")
-        if isinstance(rule, dict) and rule.get("action") not in job_policy.JOBSET_ACTIONS:
-            problems.append(f"spec.failurePolicy.rules[{i}].action: {rule.get('action')!r} is {NOT_HERE} "
-                            f"(mfargo writes {', '.join(job_policy.JOBSET_ACTIONS)})")
-    if (spec.get("successPolicy") or {}) not in ({}, {"operator": "All"}):  # every Job must complete
-        problems.append(f"spec.successPolicy: {spec['successPolicy']!r} is {NOT_HERE} (mfargo writes {{operator: All}})")
+    problems += dialect.problems(spec, dialect.JOBSET_SPEC, "spec")
+    if problems:
+        return problems
     rjobs = spec.get("replicatedJobs")
     if not isinstance(rjobs, list) or not rjobs:
         return problems + ["spec.replicatedJobs: at least one replicatedJob is required"]
@@ -132,7 +104,6 @@ def essential_problems(obj: Any) -> list[str]:
         elif rname in seen:
             problems.append(f"{where}.name: duplicate {rname!r}")
         seen.add(rname)
-        problems += _unknown(rj, REPLICATED_JOB_FIELDS, where)
         replicas = rj.get("replicas", 1)
         if not isinstance(replicas, int) or isinstance(replicas, bool):
             problems.append(f"{where}.replicas: {replicas!r} is not of type 'integer'")
@@ -142,7 +113,7 @@ def essential_problems(obj: Any) -> list[str]:
             problem = k8s_syntax.child_job_problem(name, rname, replicas)
             if problem:
                 problems.append(f"{where}: {problem}")
-        problems += _job_problems((rj.get("template") or {}).get("spec"), f"{where}.template.spec")
+        problems += _pod_problems((rj.get("template") or {}).get("spec"), f"{where}.template.spec")
     return problems
 
 

@@ -1,14 +1,13 @@
 """Refuse, before anything runs, what the local runner does not play: anything mfargo's
 compiler never writes.
 
-The runner plays mfargo's dialect of Argo, not Argo: the objects and fields below are the
-ones ``templates/`` emits (``templates/argo_models.py`` lists its kinds; the examples and
-the tests' compiled flows hold every one). Any other field is refused in one line naming
+The runner plays mfargo's dialect of Argo, not Argo: its objects and fields are the
+ones ``templates/`` emits (:mod:`runner.dialect`). Any other field is refused in one line naming
 the template (and task) and the field, so a run never fails halfway at a node it could
 never have executed, and the runner carries no code for what mfargo never writes.
 Checked for every template of the document (Argo's lint also covers all of them):
 
-* every object's fields are among the ones mfargo writes (the ``*_FIELDS`` tables);
+* every object's fields are among the ones mfargo writes (:mod:`runner.dialect`);
 * a container has a ``command``: the image's entrypoint is unknown locally;
 * every ``{{...}}`` simple tag is one mfargo writes (:data:`SIMPLE_TAGS`), and every
   ``{{= expression}}``, ``valueFrom.expression``, hook ``expression``, ``when`` and
@@ -26,40 +25,11 @@ from typing import Any, Iterator
 
 import yaml
 
-from . import contain
+from . import contain, dialect
 from .expr import DEPENDS, EXPRESSION, WHEN, ExprError, depends_tasks, parse
 from .model import WorkflowDoc, WorkflowError, template_type
 from .substitute import TAG_RE
 
-# The fields mfargo writes, per object (templates/argo_models.py's kinds, as emitted).
-SPEC_FIELDS = ("entrypoint", "templates", "arguments", "parallelism", "activeDeadlineSeconds", "hooks",
-               "serviceAccountName", "priority", "podGC", "podMetadata", "templateDefaults", "ttlStrategy",
-               "workflowMetadata")
-TEMPLATE_FIELDS = ("name", "container", "dag", "steps", "resource", "inputs", "outputs", "metadata",
-                   "activeDeadlineSeconds", "volumes", "retryStrategy", "serviceAccountName", "nodeSelector",
-                   "tolerations", "podSpecPatch", "daemon")
-CONTAINER_FIELDS = ("name", "image", "command", "args", "env", "envFrom", "resources", "volumeMounts",
-                    "terminationMessagePath", "imagePullPolicy", "ports", "securityContext")
-RESOURCE_FIELDS = ("action", "manifest", "setOwnerReference", "successCondition", "failureCondition")
-RESOURCE_CONDITION = re.compile(r"status\.terminalState == \w+")  # templates/jobset.py SUCCESS, FAILURE
-VOLUME_FIELDS = ("name", "emptyDir", "persistentVolumeClaim")
-VOLUME_MOUNT_FIELDS = ("name", "mountPath")
-ENV_FIELDS = ("name", "value", "valueFrom")
-ENV_VALUE_FROM_FIELDS = ("fieldRef", "secretKeyRef")  # templates/common.py identity_env, hooks.py
-ENV_FROM_FIELDS = ("secretRef",)  # templates/common.py env_from
-DAG_FIELDS = ("tasks",)
-TASK_FIELDS = ("name", "template", "depends", "arguments", "when", "withParam")
-STEP_FIELDS = ("name", "template", "arguments", "when")
-HOOK_FIELDS = ("template", "expression")
-RETRY_FIELDS = ("limit", "retryPolicy", "backoff")
-BACKOFF_FIELDS = ("duration",)
-RETRY_POLICIES = ("Always",)
-PARAMETERS_ONLY = ("parameters",)  # inputs, outputs, arguments: no artifacts
-INPUT_PARAMETER_FIELDS = ("name",)
-OUTPUT_PARAMETER_FIELDS = ("name", "valueFrom")
-VALUE_FROM_FIELDS = ("path", "expression")
-ARGUMENT_FIELDS = ("name", "value")
-WORKFLOW_PARAMETER_FIELDS = ("name", "value", "description")
 # The pod fields mfargo's podSpecPatch holds (templates/common.py pod_spec_patch). Each is a
 # no-op here: imagePullSecrets only matter to a kubelet pulling an image.
 POD_SPEC_PATCH_FIELDS = ("imagePullSecrets",)
@@ -70,35 +40,17 @@ SIMPLE_TAGS = re.compile(r"""\s*(workflow\.(name|namespace|status) | retries | i
                          re.X)
 
 
-def _only(obj: Any, allowed: tuple[str, ...], where: str, path: str) -> None:
-    """``obj`` is a mapping whose keys are all ``allowed``; ``path`` names it (``retryStrategy.``)."""
-    if not isinstance(obj, dict):
-        raise WorkflowError(f"{where}: {path.rstrip('.') or 'it'} must be a mapping")
-    for key in obj:
-        if key not in allowed:
-            raise WorkflowError(f"{where}: {path}{key} is not supported by the local runner")
+def _refuse_unknown(obj: Any, shape: Any, path: str) -> None:
+    """The first field of ``obj`` mfargo never writes (:mod:`runner.dialect`), in one line."""
+    for problem in dialect.problems(obj, shape, path):
+        raise WorkflowError(problem)
 
 
-def _each(items: Any, where: str, path: str) -> list:
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise WorkflowError(f"{where}: {path} must be a list")
-    return items
-
-
-def _check_parameters(section: Any, name: str, fields: tuple[str, ...], where: str) -> None:
-    if section is None:
-        return
-    _only(section, PARAMETERS_ONLY, where, f"{name}.")
-    for p in _each(section.get("parameters"), where, f"{name}.parameters"):
-        _only(p, fields, where, f"{name} parameter {p.get('name') if isinstance(p, dict) else p!r}: ")
-        vf = p.get("valueFrom")
-        if vf is not None:
-            _only(vf, VALUE_FROM_FIELDS, where, f"{name} parameter {p.get('name')!r}: valueFrom.")
-            if vf.get("expression"):
-                _check_expression(str(vf["expression"]), f"{where}, {name} parameter {p.get('name')!r}, "
-                                  "valueFrom.expression")
+def _check_output_expressions(outputs: Any, where: str) -> None:
+    for p in (outputs or {}).get("parameters") or []:
+        expression = (p.get("valueFrom") or {}).get("expression")
+        if expression:
+            _check_expression(str(expression), f"{where}, outputs parameter {p.get('name')!r}, valueFrom.expression")
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -133,19 +85,10 @@ def _check_tags(obj: Any, where: str) -> None:
                 raise WorkflowError(f"{where}: tag {{{{{body}}}}} is not supported by the local runner")
 
 
-def _check_container(c: Any, where: str) -> None:
-    _only(c, CONTAINER_FIELDS, where, "container.")
+def _check_container(c: dict, where: str) -> None:
     if not c.get("command"):
         raise WorkflowError(f"{where}: container {c.get('name') or 'main'!r} has no command: the image's "
                             "entrypoint is unknown to the local runner")
-    for m in _each(c.get("volumeMounts"), where, "container.volumeMounts"):
-        _only(m, VOLUME_MOUNT_FIELDS, where, f"volumeMount {m.get('name') if isinstance(m, dict) else m!r}: ")
-    for e in _each(c.get("env"), where, "container.env"):
-        _only(e, ENV_FIELDS, where, f"env {e.get('name') if isinstance(e, dict) else e!r}: ")
-        if e.get("valueFrom") is not None:
-            _only(e["valueFrom"], ENV_VALUE_FROM_FIELDS, where, f"env {e.get('name')!r}: valueFrom.")
-    for e in _each(c.get("envFrom"), where, "container.envFrom"):
-        _only(e, ENV_FROM_FIELDS, where, "envFrom: ")
 
 
 def _check_pod_spec_patch(patch: Any, where: str) -> None:
@@ -162,22 +105,20 @@ def _check_pod_spec_patch(patch: Any, where: str) -> None:
                                 f"(mfargo writes only {', '.join(POD_SPEC_PATCH_FIELDS)})")
 
 
-def _check_hook(hook: Any, where: str) -> None:
+def _check_hook(hook: dict, where: str) -> None:
     """mfargo's hooks (spec.hooks only) run a template when their expression holds."""
-    _only(hook, HOOK_FIELDS, where, "")
     if not hook.get("expression"):
         raise WorkflowError(f"{where}: a hook without an expression is not supported by the local runner")
     _check_expression(str(hook["expression"]), f"{where}.expression")
 
 
-def _check_task(task: Any, where: str, fields: tuple[str, ...], kind: str) -> None:
-    tname = f"{where}, {kind} {task.get('name') if isinstance(task, dict) else task!r}"
-    _only(task, fields, tname, "")
+def _check_task(task: dict, where: str, kind: str) -> None:
+    """A DAG task's or a step's ``when`` and ``depends`` are shapes mfargo writes."""
+    tname = f"{where}, {kind} {task.get('name')!r}"
     if task.get("when") not in (None, ""):
         _check_expression(str(task["when"]), f"{tname}, when", WHEN)
     if task.get("depends") not in (None, ""):
         _check_expression(str(task["depends"]), f"{tname}, depends", DEPENDS)
-    _check_parameters(task.get("arguments"), "arguments", ARGUMENT_FIELDS, tname)
 
 
 def _check_graph(tasks: list, where: str) -> None:
@@ -199,44 +140,23 @@ def _check_graph(tasks: list, where: str) -> None:
 
 def check_template(tmpl: dict) -> None:
     where = f"template {tmpl.get('name')!r}"
-    _only(tmpl, TEMPLATE_FIELDS, where, "")
+    _refuse_unknown(tmpl, dialect.TEMPLATE, where + ": ")
     kind = template_type(tmpl)
     if kind == "container":
         _check_container(tmpl["container"], where)
-    if kind == "resource":
-        _only(tmpl["resource"], RESOURCE_FIELDS, where, "resource.")
-        if tmpl["resource"].get("action") != "create":
-            raise WorkflowError(f"{where}: resource.action {tmpl['resource'].get('action')!r} is not supported by "
-                                "the local runner (mfargo writes create)")
-        if tmpl.get("outputs"):
-            raise WorkflowError(f"{where}: outputs of a resource template are not supported by the local runner")
-        for key in ("successCondition", "failureCondition"):
-            condition = tmpl["resource"].get(key)
-            if condition is not None and not RESOURCE_CONDITION.fullmatch(str(condition)):
-                raise WorkflowError(f"{where}: resource.{key} {condition!r} is not supported by the local runner "
-                                    "(mfargo writes status.terminalState == <state>)")
-    for v in _each(tmpl.get("volumes"), where, "volumes"):
-        _only(v, VOLUME_FIELDS, where, f"volume {v.get('name') if isinstance(v, dict) else v!r}: ")
+    if kind == "resource" and tmpl.get("outputs"):
+        raise WorkflowError(f"{where}: outputs of a resource template are not supported by the local runner")
     if tmpl.get("podSpecPatch"):
         _check_pod_spec_patch(tmpl["podSpecPatch"], where)
-    retry = tmpl.get("retryStrategy")
-    if retry is not None:
-        _only(retry, RETRY_FIELDS, where, "retryStrategy.")
-        _only(retry.get("backoff") or {}, BACKOFF_FIELDS, where, "retryStrategy.backoff.")
-        if retry.get("retryPolicy", "Always") not in RETRY_POLICIES:
-            raise WorkflowError(f"{where}: retryStrategy.retryPolicy {retry['retryPolicy']!r} is not supported "
-                                "by the local runner (mfargo writes Always)")
-    _check_parameters(tmpl.get("inputs"), "inputs", INPUT_PARAMETER_FIELDS, where)
-    _check_parameters(tmpl.get("outputs"), "outputs", OUTPUT_PARAMETER_FIELDS, where)
+    _check_output_expressions(tmpl.get("outputs"), where)
     if kind == "dag":
-        _only(tmpl["dag"], DAG_FIELDS, where, "dag.")
-        for task in _each(tmpl["dag"].get("tasks"), where, "dag.tasks"):
-            _check_task(task, where, TASK_FIELDS, "task")
+        for task in tmpl["dag"].get("tasks") or []:
+            _check_task(task, where, "task")
         _check_graph(tmpl["dag"].get("tasks") or [], where)
     if kind == "steps":
-        for group in _each(tmpl["steps"], where, "steps"):
-            for step in _each(group, where, "steps[]"):
-                _check_task(step, where, STEP_FIELDS, "step")
+        for group in tmpl["steps"]:
+            for step in group or []:
+                _check_task(step, where, "step")
     _check_tags(tmpl, where)
 
 
@@ -275,13 +195,10 @@ def _check_daemons(doc: WorkflowDoc) -> None:
 def check(doc: WorkflowDoc) -> None:
     """Raise WorkflowError (one line) for the first thing mfargo never writes, or a name
     or path that would leave the work directory (:mod:`runner.contain`)."""
-    _only(doc.spec, SPEC_FIELDS, "spec", "spec.")
-    _check_parameters(doc.spec.get("arguments"), "arguments", WORKFLOW_PARAMETER_FIELDS, "spec")
+    _refuse_unknown({k: v for k, v in doc.spec.items() if k != "templates"}, dialect.WORKFLOW_SPEC, "spec")
     for name in doc.template_names:
         check_template(doc.template(name))
-    hooks = doc.spec.get("hooks") or {}
-    _only(hooks, tuple(hooks), "spec", "spec.hooks.")
-    for hname, hook in hooks.items():
+    for hname, hook in (doc.spec.get("hooks") or {}).items():
         _check_hook(hook, f"spec.hooks.{hname}")
     _check_daemons(doc)
     _check_tags({k: v for k, v in doc.spec.items() if k != "templates"}, "spec")

@@ -89,9 +89,9 @@ spec:
      "template 'bad': container.workingDir is not supported by the local runner"),
     ("  - name: bad\n    container: {image: bash, command: [true], env: [{name: C, valueFrom: {resourceFieldRef: "
      "{resource: limits.cpu}}}]}\n",
-     "template 'bad': env 'C': valueFrom.resourceFieldRef is not supported by the local runner"),
+     "template 'bad', env 'C': valueFrom.resourceFieldRef is not supported by the local runner"),
     ("  - name: bad\n    container: {image: bash, command: [true], envFrom: [{configMapRef: {name: m}}]}\n",
-     "template 'bad': envFrom: configMapRef is not supported by the local runner"),
+     "template 'bad', envFrom: configMapRef is not supported by the local runner"),
     ("  - name: bad\n    dag: {tasks: [{name: a, template: ok, depends: b}, {name: b, template: ok, depends: a}]}\n",
      "template 'bad': dependency cycle a -> b -> a"),
     ("  - name: bad\n    dag: {tasks: [{name: a, template: ok, depends: c}]}\n",
@@ -99,18 +99,18 @@ spec:
     ("  - name: bad\n    dag: {tasks: [{name: a, template: ok}, {name: a, template: ok}]}\n",
      "template 'bad': duplicate task name 'a'"),
     ("  - name: bad\n    volumes: [{name: v, hostPath: {path: /data}}]\n    container: {image: bash, command: [true]}\n",
-     "template 'bad': volume 'v': hostPath is not supported by the local runner"),
+     "template 'bad', volume 'v': hostPath is not supported by the local runner"),
     ("  - name: bad\n    volumes: [{name: v, emptyDir: {}}]\n"
      "    container: {image: bash, command: [true], volumeMounts: [{name: v, mountPath: /v, subPath: s}]}\n",
-     "template 'bad': volumeMount 'v': subPath is not supported by the local runner"),
+     "template 'bad', volumeMount 'v': subPath is not supported by the local runner"),
     ("  - name: bad\n    inputs: {parameters: [{name: x, default: d}]}\n    container: {image: bash, command: [true]}\n",
-     "template 'bad': inputs parameter 'x': default is not supported by the local runner"),
+     "template 'bad', inputs parameter 'x': default is not supported by the local runner"),
     ("  - name: bad\n    outputs: {parameters: [{name: x, globalName: g, valueFrom: {path: /tmp/x}}]}\n"
      "    container: {image: bash, command: [true]}\n",
-     "template 'bad': outputs parameter 'x': globalName is not supported by the local runner"),
+     "template 'bad', outputs parameter 'x': globalName is not supported by the local runner"),
     ("  - name: bad\n    outputs: {parameters: [{name: x, valueFrom: {path: /tmp/x, default: d}}]}\n"
      "    container: {image: bash, command: [true]}\n",
-     "template 'bad': outputs parameter 'x': valueFrom.default is not supported by the local runner"),
+     "template 'bad', outputs parameter 'x': valueFrom.default is not supported by the local runner"),
     ("  - name: bad\n    retryStrategy: {limit: 2, retryPolicy: OnError}\n    container: {image: bash, command: [true]}\n",
      "template 'bad': retryStrategy.retryPolicy 'OnError' is not supported by the local runner"),
     ("  - name: bad\n    retryStrategy: {limit: 2, backoff: {duration: 1s, factor: 2}}\n"
@@ -188,11 +188,11 @@ def test_when_depends_and_fan_outs_mfargo_never_writes_are_refused(tmp_path, cap
     ("hooks: {h: {expression: 'workflow.duration > 10', template: ok}}",
      "spec.hooks.h.expression: '>' at column 19 is not accepted (in an expression"),
     ("hooks: {exit: {template: ok}}", "spec.hooks.exit: a hook without an expression is not supported"),
-    ("onExit: ok", "spec: spec.onExit is not supported by the local runner"),
-    ("volumes: [{name: v, emptyDir: {}}]", "spec: spec.volumes is not supported by the local runner"),
-    ("retryStrategy: {limit: 1}", "spec: spec.retryStrategy is not supported by the local runner"),
+    ("onExit: ok", "spec.onExit is not supported by the local runner"),
+    ("volumes: [{name: v, emptyDir: {}}]", "spec.volumes is not supported by the local runner"),
+    ("retryStrategy: {limit: 1}", "spec.retryStrategy is not supported by the local runner"),
     ("arguments: {parameters: [{name: p, value: a, enum: [a, b]}]}",
-     "spec: arguments parameter 'p': enum is not supported by the local runner"),
+     "spec, arguments parameter 'p': enum is not supported by the local runner"),
 ])
 def test_workflow_fields_mfargo_never_writes_are_refused(tmp_path, capsys, spec, message):
     wf = tmp_path / "wf.yaml"

@@ -213,13 +213,35 @@ def test_invalid_jobset_fails_the_step(tmp_path):
 
 
 @pytest.mark.parametrize("extra, words", [
-    ("successPolicy: {operator: All, targetReplicatedJobs: [control]}", "spec.successPolicy: "),
-    ("startupPolicy: {startupPolicyOrder: InOrder}", "spec.startupPolicy: not supported by the local runner"),
+    ("successPolicy: {operator: All, targetReplicatedJobs: [control]}",
+     "spec.successPolicy.targetReplicatedJobs is not supported by the local runner"),
+    ("successPolicy: {operator: Any}",
+     "spec.successPolicy.operator 'Any' is not supported by the local runner (mfargo writes All)"),
+    ("failurePolicy: {rules: [{name: r, action: RecreateJob}]}",
+     "spec.failurePolicy.rules[0].action 'RecreateJob' is not supported by the local runner "
+     "(mfargo writes FailJobSet, RestartJobSet)"),
+    ("startupPolicy: {startupPolicyOrder: InOrder}", "spec.startupPolicy is not supported by the local runner"),
 ])
 def test_jobset_fields_mfargo_never_writes_fail_the_step(tmp_path, extra, words):
     result, _ = run_yaml(gang(retry=False, extra=extra), tmp_path)
     assert result.status == "Failed"
-    assert words in result.node("train").message
+    assert f"The JobSet is invalid: {words}" in result.node("train").message
+    assert not result.jobsets
+
+
+@pytest.mark.parametrize("field, words", [
+    ("completions: 2", "template.spec.completions 2 is not supported by the local runner (mfargo writes 1)"),
+    ("backoffLimit: 3", "template.spec.backoffLimit 3 is not supported by the local runner (mfargo writes 0)"),
+    ("podFailurePolicy: {rules: [{action: Ignore, onExitCodes: {operator: In, values: [1]}}]}",
+     "template.spec.podFailurePolicy.rules[0].action 'Ignore' is not supported by the local runner "
+     "(mfargo writes FailJob, Count)"),
+])
+def test_job_values_mfargo_never_writes_fail_the_step(tmp_path, field, words):
+    """mfargo's Jobs run one pod, fail at its first counted failure and say which count."""
+    text = gang(retry=False).replace("backoffLimit: 0", field, 1)
+    result, _ = run_yaml(text, tmp_path)
+    assert result.status == "Failed"
+    assert f"spec.replicatedJobs[0].{words}" in result.node("train").message
     assert not result.jobsets
 
 
@@ -230,7 +252,7 @@ def test_a_gang_pod_with_init_containers_fails_the_step(tmp_path):
                                      "                    initContainers: [{name: i, image: bash, command: [true]}]\n", 1)
     result, _ = run_yaml(text, tmp_path)
     assert result.status == "Failed"
-    assert "initContainers: not supported by the local runner" in result.node("train").message
+    assert "initContainers is not supported by the local runner" in result.node("train").message
     assert not result.jobsets
 
 
