@@ -28,6 +28,7 @@ load average while it ran.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -112,6 +113,17 @@ FLOWS = {
 KINDS = ("metaflow", "compile", "mfargo", "mfargo-s3")
 
 
+def install_kind() -> str:
+    """How the measured mfargo is installed: an editable install makes every Python process
+    of the venv import setuptools' finder at start (~10 ms of CPU here), and an mfargo pod
+    runs two (its log keeper and the step), a Metaflow task one."""
+    from importlib.metadata import distributions
+
+    infos = [json.loads(d.read_text("direct_url.json") or "{}") for d in distributions(name="mfargo")]
+    editable = any((info.get("dir_info") or {}).get("editable") for info in infos)
+    return "editable (as developed)" if editable else "not editable (as users install it)"
+
+
 def _tree(root: int) -> set[tuple[int, str]]:
     """(pid, start time) of ``root`` and its live descendants, from /proc."""
     parent, start = {}, {}
@@ -189,6 +201,7 @@ def main() -> int:
     args = ap.parse_args()
     names = args.flows.split(",")
     bindir = Path(sys.executable).parent
+    print(f"mfargo: {install_kind()}, in {sys.prefix}", flush=True)
     root = Path(tempfile.mkdtemp(prefix="mfargo-bench-"))
     results: dict[tuple[str, str], list[dict]] = {}
     try:
