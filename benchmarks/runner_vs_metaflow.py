@@ -24,6 +24,10 @@ load average while it ran.
 
     python benchmarks/runner_vs_metaflow.py [--rounds 3] [--warmup 1] [--flows hello,branches,...]
         [--max-workers N]   # passed to `mfargo run` (default: its own)
+
+It measures the mfargo of the Python running it (printed first). Run it with the Python of a
+venv where mfargo is installed as users install it (``V/bin/pip install .``): an editable
+install costs every Python process ~10 ms more, and an mfargo pod runs two, a Metaflow task one.
 """
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
-"""Refuse, before anything runs, what the local runner does not play: anything mfargo's
-compiler never writes.
-
-The runner plays mfargo's dialect of Argo, not Argo: its objects and fields are the
-ones ``templates/`` emits (:mod:`runner.dialect`). Any other field is refused in one line naming
-the template (and task) and the field, so a run never fails halfway at a node it could
-never have executed, and the runner carries no code for what mfargo never writes.
-Checked for every template of the document (Argo's lint also covers all of them):
-
-* every object's fields are among the ones mfargo writes (:mod:`runner.dialect`);
-* a container has a ``command``: the image's entrypoint is unknown locally;
-* every ``{{...}}`` simple tag is one mfargo writes (:data:`SIMPLE_TAGS`), and every
-  ``{{= expression}}``, ``valueFrom.expression``, hook ``expression``, ``when`` and
-  ``depends`` one of the shapes mfargo writes (:mod:`runner.expr`);
-* a ``podSpecPatch`` holds only mfargo's fields (:data:`POD_SPEC_PATCH_FIELDS`);
-* a ``daemon`` is a container run by a DAG task that no task depends on (the shape of
-  mfargo's run heartbeat: the runner stops it when the rest of its DAG is done);
-* names and paths that would leave the work directory (:func:`contain.check_document`).
+"""Refuse, before anything runs, what mfargo's compiler never writes, in one line naming
+the template (and task) and the field: a run never fails halfway at a node it could never
+have executed, and the runner carries no code for it. What is refused, object by object,
+is listed in runner/README.md ("Only what mfargo writes runs"); the fields are the table
+of :mod:`runner.dialect`, checked here with what a field may hold (tags, expressions,
+``podSpecPatch``, daemons, the DAG's graph) and the names that become paths
+(:func:`contain.check_document`).
 """
 from __future__ import annotations
 
