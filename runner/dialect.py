@@ -36,11 +36,13 @@ class Values:
 
 @dataclass(frozen=True)
 class OneOf:
-    """A value mfargo writes: one of ``values``, or text matching ``pattern`` (``shown`` in messages)."""
+    """A value mfargo writes: one of ``values``, or text matching ``pattern`` (``shown`` in
+    messages); ``required``: the field must be there (no default to fall back on)."""
 
     values: tuple = ()
     pattern: str = ""
     shown: str = ""
+    required: bool = False
 
     def allows(self, value: Any) -> bool:
         return value in self.values or bool(self.pattern) and re.fullmatch(self.pattern, str(value)) is not None
@@ -72,7 +74,7 @@ TEMPLATE = fields(
     container=CONTAINER,
     dag=fields(tasks=Items(fields("name template depends when withParam", arguments=ARGUMENTS), "task")),
     steps=Items(Items(fields("name template when", arguments=ARGUMENTS), "step")),
-    resource=fields("manifest setOwnerReference", action=OneOf(("create",)), successCondition=TERMINAL_STATE,
+    resource=fields("manifest setOwnerReference", action=OneOf(("create",), required=True), successCondition=TERMINAL_STATE,
                     failureCondition=TERMINAL_STATE),
     inputs=_parameters("inputs parameter"),
     outputs=_parameters("outputs parameter", valueFrom=fields("path expression")),
@@ -121,11 +123,18 @@ def problems(obj: Any, shape: Any, path: str = "") -> Iterator[str]:
     if not isinstance(obj, dict):
         yield f"{path.rstrip(': ') or 'it'} must be a mapping"
         return
+    if isinstance(shape, dict):
+        yield from (f"{_join(path, key)}: required (mfargo writes {rule})" for key, rule in shape.items()
+                    if isinstance(rule, OneOf) and rule.required and obj.get(key) is None)
     for key, value in obj.items():
-        where = f"{path}{key}" if not path or path.endswith(": ") else f"{path}.{key}"
+        where = _join(path, key)
         if isinstance(shape, Values):
             yield from problems(value, shape.shape, where)
         elif key not in shape:
             yield f"{where} {NOT_HERE}"
         else:
             yield from problems(value, shape[key], where)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}{key}" if not path or path.endswith(": ") else f"{path}.{key}"

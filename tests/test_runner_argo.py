@@ -118,6 +118,8 @@ spec:
      "template 'bad': retryStrategy.backoff.factor is not supported by the local runner"),
     ("  - name: bad\n    resource: {action: get, manifest: 'kind: X'}\n",
      "template 'bad': resource.action 'get' is not supported by the local runner"),
+    ("  - name: bad\n    resource: {manifest: 'kind: X'}\n",
+     "template 'bad': resource.action: required (mfargo writes create)"),
     ("  - name: bad\n    resource: {action: create, manifest: 'kind: X', successCondition: 'status.restarts > 1'}\n",
      "template 'bad': resource.successCondition 'status.restarts > 1' is not supported by the local runner"),
     ("  - name: bad\n    container: {image: bash, command: [echo, '{{workflow.creationTimestamp.Y}}']}\n",
