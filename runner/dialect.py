@@ -103,7 +103,7 @@ def problems(obj: Any, shape: Any, path: str = "") -> Iterator[str]:
     """Each way ``obj`` leaves ``shape``, as ``<path> is not supported ...`` or ``<path> must
     be a mapping`` (a list). ``path`` names ``obj``; one ending in ``": "`` is a prefix
     (``template 'main': ``) that labelled items extend (``template 'main', task 'a': ``).
-    A field that is absent or null is never a problem."""
+    A field that is absent or null is a problem only where its rule is ``required``."""
     if shape is ANY or obj is None:
         return
     if isinstance(shape, OneOf):
