@@ -103,8 +103,9 @@ def problems(obj: Any, shape: Any, path: str = "") -> Iterator[str]:
     """Each way ``obj`` leaves ``shape``, as ``<path> is not supported ...`` or ``<path> must
     be a mapping`` (a list). ``path`` names ``obj``; one ending in ``": "`` is a prefix
     (``template 'main': ``) that labelled items extend (``template 'main', task 'a': ``).
-    A field that is absent or null is a problem only where its rule is ``required``."""
-    if shape is ANY or obj is None:
+    A field that is absent or null is a problem only where its rule is ``required``; a null
+    list item or hook is one."""
+    if shape is ANY:
         return
     if isinstance(shape, OneOf):
         if not shape.allows(obj):
@@ -132,7 +133,7 @@ def problems(obj: Any, shape: Any, path: str = "") -> Iterator[str]:
             yield from problems(value, shape.shape, where)
         elif key not in shape:
             yield f"{where} {NOT_HERE}"
-        else:
+        elif value is not None:
             yield from problems(value, shape[key], where)
 
 

@@ -87,17 +87,14 @@ def essential_problems(obj: Any) -> list[str]:
     if not isinstance(spec, dict):
         return problems + ["spec: required"]
     problems += dialect.problems(spec, dialect.JOBSET_SPEC, "spec")
-    if problems:
+    if problems:  # past here, every object of the spec has the dialect's shape
         return problems
     rjobs = spec.get("replicatedJobs")
-    if not isinstance(rjobs, list) or not rjobs:
-        return problems + ["spec.replicatedJobs: at least one replicatedJob is required"]
+    if not rjobs:
+        return ["spec.replicatedJobs: at least one replicatedJob is required"]
     seen = set()
     for i, rj in enumerate(rjobs):
         where = f"spec.replicatedJobs[{i}]"
-        if not isinstance(rj, dict):
-            problems.append(f"{where}: must be an object")
-            continue
         rname = rj.get("name")
         if not isinstance(rname, str) or not rname:
             problems.append(f"{where}.name: required")

@@ -152,6 +152,10 @@ spec:
     ("  - name: bad\n    outputs: {parameters: [{name: p, valueFrom: {expression: \"inputs.parameters.x | upper\"}}]}\n"
      "    container: {image: bash, command: [true]}\n",
      "template 'bad', outputs parameter 'p', valueFrom.expression: '|' at column 21 is not accepted"),
+
+    # A null item of a list is not an absent field: one line, not a traceback.
+    ("  - name: bad\n    dag: {tasks: [null]}\n", "template 'bad', task must be a mapping"),
+    ("  - name: bad\n    steps: [null]\n", "template 'bad': steps[0] must be a list"),
 ])
 def test_unsupported_features_are_refused_before_the_run(tmp_path, capsys, extra, message):
     # Refused up front, in one line: the first task (which would run fine) never starts.
@@ -190,6 +194,7 @@ def test_when_depends_and_fan_outs_mfargo_never_writes_are_refused(tmp_path, cap
     ("hooks: {h: {expression: 'workflow.duration > 10', template: ok}}",
      "spec.hooks.h.expression: '>' at column 19 is not accepted (in an expression"),
     ("hooks: {exit: {template: ok}}", "spec.hooks.exit: a hook without an expression is not supported"),
+    ("hooks: {h: null}", "spec.hooks.h must be a mapping"),
     ("onExit: ok", "spec.onExit is not supported by the local runner"),
     ("volumes: [{name: v, emptyDir: {}}]", "spec.volumes is not supported by the local runner"),
     ("retryStrategy: {limit: 1}", "spec.retryStrategy is not supported by the local runner"),
