@@ -146,14 +146,23 @@ def _init_flow_decorators(flow) -> None:
     init(flow, flow._graph, None, None, None, print, print, options)
 
 
+def _indent(text: str, n: int) -> str:
+    return textwrap.indent(textwrap.dedent(text).strip("\n"), " " * n)
+
+
+def _above(text: str, n: int) -> str:
+    """``text`` indented, as the lines above what follows it (nothing when empty)."""
+    return _indent(text, n) + "\n" if text else ""
+
+
 GANG_FLOW = '''
 from metaflow import *
 %(imports)s
 
 %(flow_decorators)sclass %(name)s(FlowSpec):
-%(start_decorators)s    @step
+%(members)s%(start_decorators)s    @step
     def start(self):
-        self.next(self.train, num_parallel=%(num_parallel)d)
+        self.next(self.train, num_parallel=%(num_parallel)s)
 
 %(decorators)s
     @parallel
@@ -164,7 +173,7 @@ from metaflow import *
 
     @step
     def join(self, inputs):
-        self.next(self.end)
+%(join_body)s        self.next(self.end)
 
     @step
     def end(self):
@@ -175,24 +184,24 @@ if __name__ == "__main__":
 '''
 
 
-def gang_flow(name: str, decorators: str = "", body: str = "pass", num_parallel: int = 2, imports: str = "",
-              start_decorators: str = "", flow_decorators: str = "") -> str:
+def gang_flow(name: str, decorators: str = "", body: str = "pass", num_parallel: int | str = 2, imports: str = "",
+              start_decorators: str = "", flow_decorators: str = "", members: str = "", join_body: str = "") -> str:
     """A flow's source: start (under ``start_decorators``) -> train (@parallel, ``num_parallel``
-    pods, with ``decorators`` above it and ``body`` in it) -> join -> end, the class under
-    ``flow_decorators``."""
-    indent = lambda text, n: textwrap.indent(textwrap.dedent(text).strip("\n"), " " * n)  # noqa: E731
-    above = lambda text, n: indent(text, n) + "\n" if text else ""  # noqa: E731
+    pods: a count or an expression such as ``self.n``, with ``decorators`` above it and ``body``
+    in it) -> join (``join_body`` in it) -> end, the class under ``flow_decorators``, with
+    ``members`` (Parameters) at its top and ``imports`` after ``from metaflow import *``."""
     return GANG_FLOW % {"name": name, "imports": imports, "num_parallel": num_parallel,
-                        "decorators": indent(decorators, 4) if decorators else "", "body": indent(body, 8),
-                        "flow_decorators": above(flow_decorators, 0), "start_decorators": above(start_decorators, 4)}
+                        "decorators": _indent(decorators, 4) if decorators else "", "body": _indent(body, 8),
+                        "join_body": _above(join_body, 8), "members": _indent(members, 4) + "\n\n" if members else "",
+                        "flow_decorators": _above(flow_decorators, 0), "start_decorators": _above(start_decorators, 4)}
 
 
 LINEAR_FLOW = '''
 from metaflow import *
-
+%(imports)s
 
 %(flow_decorators)sclass %(name)s(FlowSpec):
-%(members)s    @step
+%(members)s%(start_decorators)s    @step
     def start(self):
 %(body)s
         self.next(self.end)
@@ -207,11 +216,11 @@ if __name__ == "__main__":
 '''
 
 
-def linear_flow(name: str, body: str = "pass", flow_decorators: str = "", members: str = "") -> str:
-    """A flow's source: start (``body`` in it) -> end, the class under ``flow_decorators``,
-    with ``members`` (Parameters) at its top."""
-    indent = lambda text, n: textwrap.indent(textwrap.dedent(text).strip("\n"), " " * n)  # noqa: E731
-    return LINEAR_FLOW % {"name": name, "body": indent(body, 8),
-                          "flow_decorators": indent(flow_decorators, 0) + "\n" if flow_decorators else "",
-                          "members": indent(members, 4) + "\n\n" if members else ""}
-
+def linear_flow(name: str, body: str = "pass", flow_decorators: str = "", members: str = "", imports: str = "",
+                start_decorators: str = "") -> str:
+    """A flow's source: start (under ``start_decorators``, ``body`` in it) -> end, the class under
+    ``flow_decorators``, with ``members`` (a docstring, Parameters) at its top and ``imports``
+    (module code: imports, helpers) after ``from metaflow import *``."""
+    return LINEAR_FLOW % {"name": name, "body": _indent(body, 8), "imports": imports,
+                          "flow_decorators": _above(flow_decorators, 0), "start_decorators": _above(start_decorators, 4),
+                          "members": _indent(members, 4) + "\n\n" if members else ""}

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from flowtools import EXAMPLE_ARGS, clean_env, compile_file
+from flowtools import EXAMPLE_ARGS, clean_env, compile_file, gang_flow
 from mfargo.compiler.flow_decorators import sanitized_event_name
 
 FLOW = """
@@ -326,39 +326,13 @@ def test_every_bad_input_through_the_cli_is_one_line_and_writes_nothing(tmp_path
     assert not failures, "\n".join(failures)
 
 
-GANG_FLOW = """
-from metaflow import FlowSpec, step, parallel
-
-class GangFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=%s)
-
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    GangFlow()
-"""
-
-
 @pytest.mark.parametrize("size, shown", [("10**6", "10 ** 6"), ("1001", "1001"), ("0", "0")])
 def test_gang_size_bound_is_one_line(tmp_path, size, shown):
     """num_parallel past base.k8s_syntax.MAX_GANG_SIZE (the runner's bound too) is refused at compile time."""
     from mfargo.base.k8s_syntax import MAX_GANG_SIZE
 
     flow = tmp_path / "gang_flow.py"
-    flow.write_text(GANG_FLOW % size)
+    flow.write_text(gang_flow("GangFlow", num_parallel=size))
     out = tmp_path / "out.yaml"
     out.write_bytes(b"existing: file\n")
     proc = compile_file(flow, "--output-file", str(out), top_args=EXAMPLE_ARGS, check=False)

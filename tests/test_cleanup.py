@@ -1,22 +1,8 @@
 """Finished runs and their pods are cleaned up: ttlStrategy and podGC, with create options."""
 
-from flowtools import compile_source
+from flowtools import compile_source, linear_flow
 
-FLOW = """
-from metaflow import FlowSpec, step
-
-class CleanFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    CleanFlow()
-"""
+FLOW = linear_flow("CleanFlow")
 
 
 def test_defaults_keep_failed_runs_longer_and_drop_pods_of_succeeded_runs(tmp_path):

@@ -8,26 +8,9 @@ import hashlib
 import subprocess
 import sys
 
-from flowtools import clean_env, load_flow, write_flow
+from flowtools import clean_env, linear_flow, load_flow, write_flow
 
-FLOW = """
-from metaflow import FlowSpec, kubernetes, step
-
-
-class PackagedFlow(FlowSpec):
-    @kubernetes(cpu=1)
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    PackagedFlow()
-"""
+FLOW = linear_flow("PackagedFlow", start_decorators="@kubernetes(cpu=1)")
 
 
 def test_the_replayed_tarball_holds_the_recorded_members(tmp_path, monkeypatch):

@@ -5,25 +5,10 @@ import pytest
 import yaml
 from metaflow.plugins.argo import argo_workflows_cli as core_cli
 
-from flowtools import compile_file, write_flow
+from flowtools import compile_file, linear_flow, write_flow
 from mfargo.metaflow_cli import argo_cli
 
-FLOW = """
-from metaflow import FlowSpec, step
-
-class ParityFlow(FlowSpec):
-    \"\"\"A docstring.\"\"\"
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    ParityFlow()
-"""
+FLOW = linear_flow("ParityFlow", members='"""A docstring."""')
 
 
 def _flags(command) -> set[str]:

@@ -12,31 +12,18 @@ import sys
 from pathlib import Path
 
 from mfargo.runner.slots import machine_cores
+from flowtools import linear_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-FLOW = """
-import os
-from metaflow import FlowSpec, Parameter, JSONType, step, current
-
-class CliFlow(FlowSpec):
-    n = Parameter("n", default=1, type=int)
-    on = Parameter("on", default=True, type=bool)
-    cfg = Parameter("cfg", default='{}', type=JSONType)
-
-    @step
-    def start(self):
-        self.got = [self.n, self.on, self.cfg]
-        self.user = current.username
-        self.s3_workers = os.environ.get("METAFLOW_S3_WORKER_COUNT")
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    CliFlow()
-"""
+FLOW = linear_flow("CliFlow", """
+self.got = [self.n, self.on, self.cfg]
+self.user = current.username
+self.s3_workers = os.environ.get("METAFLOW_S3_WORKER_COUNT")
+""", imports="import os", members="""
+n = Parameter("n", default=1, type=int)
+on = Parameter("on", default=True, type=bool)
+cfg = Parameter("cfg", default='{}', type=JSONType)
+""")
 
 
 def _cli(args, env, timeout=180):

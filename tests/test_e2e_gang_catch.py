@@ -1,39 +1,17 @@
 """@gang_catch on a gang with @kubernetes (Metaflow's own @kubernetes refuses @catch with
 @parallel): a rank that raises is caught, the gang completes, the join sees the exception."""
 
+from flowtools import gang_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-CAUGHT = """
-from metaflow import FlowSpec, step, parallel, current, kubernetes, gang_catch
-
-class CaughtFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=3)
-
-    @gang_catch(var="error")
-    @kubernetes(cpu=1, memory=1024)
-    @parallel
-    @step
-    def train(self):
-        self.rank = current.parallel.node_index
-        if self.rank == 2:
-            raise RuntimeError("rank 2 broke")
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.errors = sorted(str(i.error) for i in inputs if i.error)
-        self.ok_ranks = sorted(i.rank for i in inputs if not i.error)
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    CaughtFlow()
-"""
+CAUGHT = gang_flow("CaughtFlow", '@gang_catch(var="error")\n@kubernetes(cpu=1, memory=1024)', """
+self.rank = current.parallel.node_index
+if self.rank == 2:
+    raise RuntimeError("rank 2 broke")
+""", num_parallel=3, join_body="""
+self.errors = sorted(str(i.error) for i in inputs if i.error)
+self.ok_ranks = sorted(i.rank for i in inputs if not i.error)
+""")
 
 
 def test_gang_catch_with_kubernetes_lets_the_join_see_the_exception(mf_env, tmp_path):

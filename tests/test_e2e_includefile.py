@@ -18,7 +18,7 @@ import metaflow
 import pytest
 import yaml
 
-from flowtools import clean_env
+from flowtools import clean_env, linear_flow
 from mfargo.compiler.constants import Label
 from mfargo.runner import include_files
 from mfargo.runner.model import WorkflowDoc, WorkflowError
@@ -27,24 +27,8 @@ from test_e2e_support import Compiled, compile_flow, mf_env_for, tail  # noqa: F
 
 TUTORIALS = Path(metaflow.__file__).parent / "tutorials"
 
-INCLUDE = """
-from metaflow import FlowSpec, IncludeFile, step
-
-class IncludeFlow(FlowSpec):
-    text = IncludeFile("text", default="data.txt")
-
-    @step
-    def start(self):
-        self.seen = self.text
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    IncludeFlow()
-"""
+INCLUDE = linear_flow("IncludeFlow", "self.seen = self.text",
+                      members='text = IncludeFile("text", default="data.txt")')
 
 READ = """
 run = Run(sys.argv[1])

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from flowtools import linear_flow
 from test_e2e_support import compile_flow, mf_env_for, tail
 
 LOGS_FLOW = """
@@ -211,25 +212,10 @@ def test_a_step_killed_by_its_timeout_keeps_what_it_printed(failed_run):
     assert out.returncode == 0 and out.stdout.strip() == "slow starts", out.stderr[-2000:]
 
 
-HOOK_FLOW = """
-from metaflow import FlowSpec, exit_hook, step
-
+HOOK_FLOW = linear_flow("HookFlow", flow_decorators="@exit_hook(on_success=[notify])", imports="""
 def notify(run=None):
     print("hook saw %s" % (run.pathspec if run else "no run"))
-
-@exit_hook(on_success=[notify])
-class HookFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    HookFlow()
-"""
+""")
 
 READ_HOOK_LOGS = """
 import os

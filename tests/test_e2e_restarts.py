@@ -4,41 +4,19 @@ each Argo retry is Metaflow's next attempt."""
 
 import re
 
+from flowtools import gang_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-PREEMPTED_GANG = """
-import os, time
-from metaflow import FlowSpec, step, parallel, current, jobset, kubernetes, retry
-
-class PreemptFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    # The runner plays a preemption of rank 1 (worker 0) in the gang's first generation.
-    @kubernetes(annotations={"mfargo.runner/faults": "rank-1@0=preempt:10"})
-    @jobset(max_restarts=1)
-    @retry(times=1)
-    @parallel
-    @step
-    def train(self):
-        self.attempt = current.retry_count
-        if os.environ["JOBSET_RESTART_ATTEMPT"] == "0":
-            time.sleep(120)  # still running when the preemption comes
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.attempts = sorted(i.attempt for i in inputs)
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    PreemptFlow()
-"""
+PREEMPTED_GANG = gang_flow("PreemptFlow", """
+# The runner plays a preemption of rank 1 (worker 0) in the gang's first generation.
+@kubernetes(annotations={"mfargo.runner/faults": "rank-1@0=preempt:10"})
+@jobset(max_restarts=1)
+@retry(times=1)
+""", """
+self.attempt = current.retry_count
+if os.environ["JOBSET_RESTART_ATTEMPT"] == "0":
+    time.sleep(120)  # still running when the preemption comes
+""", imports="import os, time", join_body="self.attempts = sorted(i.attempt for i in inputs)")
 
 
 def test_preempted_rank_restarts_the_gang_without_using_a_retry(mf_env, tmp_path):
@@ -63,36 +41,11 @@ def test_preempted_rank_restarts_the_gang_without_using_a_retry(mf_env, tmp_path
     assert set(got["attempts"]) <= {0, 1}, got
 
 
-FAILING_USER_CODE = """
-from metaflow import FlowSpec, step, parallel, current, jobset, retry
-
-class UserBugFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    @jobset(max_restarts=2)
-    @retry(times=1, minutes_between_retries=0)
-    @parallel
-    @step
-    def train(self):
-        self.attempt = current.retry_count
-        if current.parallel.node_index == 1 and current.retry_count == 0:
-            raise ValueError("a bug on the first try")
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.attempts = sorted(i.attempt for i in inputs)
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    UserBugFlow()
-"""
+FAILING_USER_CODE = gang_flow("UserBugFlow", "@jobset(max_restarts=2)\n@retry(times=1, minutes_between_retries=0)", """
+self.attempt = current.retry_count
+if current.parallel.node_index == 1 and current.retry_count == 0:
+    raise ValueError("a bug on the first try")
+""", join_body="self.attempts = sorted(i.attempt for i in inputs)")
 
 
 def test_user_code_failure_fails_the_jobset_at_once_and_argo_retries(mf_env, tmp_path):

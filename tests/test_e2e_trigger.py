@@ -3,27 +3,12 @@
 
 import json
 
+from flowtools import linear_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
-FLOW = """
-from metaflow import FlowSpec, Parameter, current, step, trigger
-
-@trigger(event={"name": "data.ready", "parameters": {"table": "table"}})
-class TriggerFlow(FlowSpec):
-    table = Parameter("table", required=True)
-
-    @step
-    def start(self):
-        self.event_name = current.trigger.event.name if current.trigger else None
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    TriggerFlow()
-"""
+FLOW = linear_flow("TriggerFlow", "self.event_name = current.trigger.event.name if current.trigger else None",
+                   flow_decorators='@trigger(event={"name": "data.ready", "parameters": {"table": "table"}})',
+                   members='table = Parameter("table", required=True)')
 
 
 def test_sensor_started_run_sees_current_trigger(mf_env, tmp_path):

@@ -9,27 +9,12 @@ import subprocess
 
 import yaml
 
-from flowtools import clean_env, compile_file, script, templates, write_flow
+from flowtools import clean_env, compile_file, linear_flow, script, templates, write_flow
 from mfargo.compiler.constants import INIT_AND_START_MODULE, TASK_LOGS_MODULE
 
-PYPI_FLOW = """
-from metaflow import FlowSpec, step, pypi
+PYPI_FLOW = linear_flow("EnvFlow", start_decorators='@pypi(packages={"six": "1.16.0"}, python="3.11.7")')
 
-class EnvFlow(FlowSpec):
-    @pypi(packages={"six": "1.16.0"}, python="3.11.7")
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    EnvFlow()
-"""
-
-PLAIN_FLOW = PYPI_FLOW.replace('    @pypi(packages={"six": "1.16.0"}, python="3.11.7")\n', "")
+PLAIN_FLOW = linear_flow("EnvFlow")
 
 # conda_environment.py:492-511, after Metaflow's `bash -c "..."` quoting is undone, as pods run them.
 PYPI_BOOTSTRAP = [
@@ -128,24 +113,11 @@ def test_local_environment_has_no_bootstrap(tmp_path):
     assert step[step.index("step") + 1] == "start"
 
 
-UV_FLOW = """
-from metaflow import FlowSpec, step
-
-class UvFlow(FlowSpec):
-    @step
-    def start(self):
-        import sys, six
-        print("six %s from %s" % (six.__version__, sys.prefix))
-        self.version = six.__version__
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    UvFlow()
-"""
+UV_FLOW = linear_flow("UvFlow", """
+import sys, six
+print("six %s from %s" % (six.__version__, sys.prefix))
+self.version = six.__version__
+""")
 
 PYPROJECT = """[project]
 name = "uvflow"

@@ -14,26 +14,11 @@ import time
 
 import pytest
 import requests
-from flowtools import clean_env, compile_source, dag_tasks, templates, write_flow
+from flowtools import clean_env, compile_source, dag_tasks, linear_flow, templates, write_flow
 from test_metadata_service import service  # noqa: F401 - the fixture
 
-FLOW = """
-from metaflow import FlowSpec, kubernetes, step
-
-class BeatFlow(FlowSpec):
-    @kubernetes(image="registry.example/team/py:1", image_pull_secrets=["regcred"], node_selector={"pool": "cpu"},
-                service_account="runner")
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    BeatFlow()
-"""
+FLOW = linear_flow("BeatFlow", start_decorators='@kubernetes(image="registry.example/team/py:1", image_pull_secrets=["regcred"], '
+                                               'node_selector={"pool": "cpu"}, service_account="runner")')
 
 SERVICE = ("--metadata=service", "--datastore=s3", "--datastore-root=s3://mfargo-examples/metaflow")
 

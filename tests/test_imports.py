@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flowtools import REPO, clean_env, write_flow
+from flowtools import REPO, clean_env, linear_flow, write_flow
 
 # Source folder -> the package it installs as (pyproject's package-dir).
 PACKAGES = {
@@ -127,23 +127,7 @@ def test_no_import_cycle():
     assert "mfargo.deploy" in graph and "mfargo.metaflow_cli.argo_cli" in graph
 
 
-FLOW = """
-from metaflow import FlowSpec, step
-
-
-class ImportFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    ImportFlow()
-"""
+FLOW = linear_flow("ImportFlow")
 
 
 def imported(flow: Path, *args: str, env: dict) -> set[str]:

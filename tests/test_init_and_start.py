@@ -4,34 +4,13 @@ failing init stops before the step."""
 import subprocess
 import sys
 
-from flowtools import clean_env, write_flow
+from flowtools import clean_env, linear_flow, write_flow
 from metaflow.datastore import FlowDataStore
 from metaflow.plugins import DATASTORES
 from mfargo.compiler.constants import INIT_AND_START_MODULE
 
-FLOW = """
-from metaflow import FlowSpec, Parameter, step
-
-print("module code ran")
-
-
-class PairFlow(FlowSpec):
-    size = Parameter("size", type=int, default=1)
-
-    @step
-    def start(self):
-        self.doubled = self.size * 2
-        print("start sees", self.size)
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    PairFlow()
-"""
+FLOW = linear_flow("PairFlow", 'self.doubled = self.size * 2\nprint("start sees", self.size)',
+                   members='size = Parameter("size", type=int, default=1)', imports='print("module code ran")')
 TOP = ("--quiet", "--no-pylint", "--metadata", "local", "--datastore", "local")
 
 

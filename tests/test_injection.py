@@ -5,7 +5,7 @@ and @kubernetes annotations, run with payload parameter values, and read back wi
 Metaflow's client: every value intact, no file created by a payload."""
 import yaml
 
-from flowtools import templates
+from flowtools import gang_flow, linear_flow, templates
 from mfargo.runner.pod import k8s_expand
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
@@ -116,24 +116,8 @@ def _assert_values_never_in_template_text(doc):
     assert k8s_expand(who, {"METAFLOW_INIT_A": "!", "METAFLOW_USER": "!", "touch pwned_env3": "!"}) == ENV_PAYLOAD
 
 
-REFUSED = """
-from metaflow import FlowSpec, Parameter, step, environment
-
-class RefuseFlow(FlowSpec):
-    p2 = Parameter("p2", default=%(default)r)
-
-    @environment(vars={"WHO": %(env)r})
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    RefuseFlow()
-"""
+REFUSED = linear_flow("RefuseFlow", members='p2 = Parameter("p2", default=%(default)r)',
+                      start_decorators='@environment(vars={"WHO": %(env)r})')
 
 
 def test_argo_tags_in_user_text_are_refused(tmp_path):
@@ -156,32 +140,7 @@ def test_argo_tags_in_user_text_are_refused(tmp_path):
         assert out.read_text() == "kept\n"
 
 
-GANG_SIZE = """
-from metaflow import FlowSpec, Parameter, step, parallel
-
-class SizeFlow(FlowSpec):
-    n = Parameter("n", default=2, type=int)
-
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=self.n)
-
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    SizeFlow()
-"""
+GANG_SIZE = gang_flow("SizeFlow", num_parallel="self.n", members='n = Parameter("n", default=2, type=int)')
 
 
 def test_num_parallel_that_is_not_a_pod_count_fails_the_splitter(mf_env, tmp_path):

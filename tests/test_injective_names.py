@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from flowtools import compile_file, gang_flow, load_flow, write_flow
+from flowtools import compile_file, gang_flow, linear_flow, load_flow, write_flow
 from mfargo import pipeline
 from mfargo.base import k8s_syntax
 from mfargo.compiler import CompileError, CompileOptions, naming
@@ -15,22 +15,7 @@ OPTIONS = CompileOptions(datastore="s3", datastore_root="s3://bkt/m", code_in_im
 
 BRANCHES = ["x_y", "x__y", "x___y", "_x", "x_", "x", "x.y", "X_y"]
 
-PROJECT_FLOW = """
-from metaflow import FlowSpec, project, step
-
-@project(name="proj")
-class LFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    LFlow()
-"""
+PROJECT_FLOW = linear_flow("LFlow", flow_decorators='@project(name="proj")')
 
 
 def test_names_that_sanitising_changes_get_a_digest_of_the_name_as_given():

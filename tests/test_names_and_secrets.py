@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import yaml
 
-from flowtools import compile_file, compile_source, dag_tasks, load_flow, templates, write_flow
+from flowtools import compile_file, compile_source, dag_tasks, linear_flow, load_flow, templates, write_flow
 from test_e2e_support import compile_flow, mf_env_for, tail
 
 from mfargo import pipeline
@@ -283,26 +283,8 @@ print(json.dumps({"ok": run.successful, "ids": {s.id: sorted(t.id for t in s) fo
 
 # --- Parameter defaults ----------------------------------------------------------------
 
-PARAM_FLOW = '''
-from metaflow import FlowSpec, JSONType, Parameter, step
-
-def broken(ctx):
-    raise ValueError("no default today\\nsecond line")
-
-class ParamFlow(FlowSpec):
-    p = Parameter("p", %s)
-
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    ParamFlow()
-'''
+PARAM_FLOW = linear_flow("ParamFlow", members='p = Parameter("p", %s)',
+                         imports='def broken(ctx):\n    raise ValueError("no default today\\nsecond line")\n')
 
 
 def cli_refusal(tmp_path, source: str, *create_args: str) -> str:
@@ -383,23 +365,7 @@ def test_config_urls_with_a_secret_are_refused_by_create(tmp_path, env, where):
 
 # --- every network wait at compile/deploy time is bounded --------------------------------
 
-INCLUDE_FLOW = '''
-from metaflow import FlowSpec, IncludeFile, step
-
-class IncFlow(FlowSpec):
-    data = IncludeFile("data", default="data.txt")
-
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    IncFlow()
-'''
+INCLUDE_FLOW = linear_flow("IncFlow", members='data = IncludeFile("data", default="data.txt")')
 
 
 def closed_port() -> int:
@@ -482,19 +448,7 @@ def test_a_silent_kubernetes_api_is_one_line_after_the_read_timeout(tmp_path, mo
 
 # --- @kubernetes(security_context=...) against Kubernetes' schema (no hera) ----------------
 
-SC_FLOW = '''
-from metaflow import FlowSpec, kubernetes, step
-
-class ScFlow(FlowSpec):
-    @kubernetes(security_context=%s)
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-'''
+SC_FLOW = linear_flow("ScFlow", start_decorators="@kubernetes(security_context=%s)")
 
 
 def test_security_context_is_written_as_the_api_spells_it(tmp_path):
@@ -525,7 +479,7 @@ def test_compiling_never_imports_hera(tmp_path):
     import subprocess
     import sys
 
-    path = write_flow(tmp_path, SC_FLOW % "{'run_as_user': 1000}" + "\nif __name__ == '__main__':\n    ScFlow()\n")
+    path = write_flow(tmp_path, SC_FLOW % "{'run_as_user': 1000}")
     probe = ("import runpy, sys\nsys.argv = [%r, '--datastore=s3', '--datastore-root=s3://bkt/m', 'argo-workflows', "
              "'create', '--only-yaml', '--no-cache', '--code-in-image', '/app']\n"
              "try:\n    runpy.run_path(%r, run_name='__main__')\nexcept SystemExit:\n    pass\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtools import EXAMPLES, clean_env
+from flowtools import EXAMPLES, clean_env, linear_flow
 from test_e2e_support import compile_flow, tail
 from mfargo.runner import events as ev
 from mfargo.runner.api import run_workflow
@@ -130,23 +130,8 @@ def test_graph_shape_examples_run(mf_env, tmp_path, example, steps):
         assert end["pairs"] == repr(["a1", "a2", "a3", "b1", "b2", "b3"])
 
 
-PULL_SECRET_FLOW = """
-from metaflow import FlowSpec, kubernetes, step
-
-class PullSecretFlow(FlowSpec):
-    @kubernetes(image="registry.example/team/py:1", image_pull_secrets=["regcred"])
-    @step
-    def start(self):
-        self.greeting = "hi"
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    PullSecretFlow()
-"""
+PULL_SECRET_FLOW = linear_flow("PullSecretFlow", 'self.greeting = "hi"', start_decorators=(
+    '@kubernetes(image="registry.example/team/py:1", image_pull_secrets=["regcred"])'))
 
 
 def test_pod_spec_patch_mfargo_writes_runs(mf_env, tmp_path):

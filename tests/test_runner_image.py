@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from flowtools import linear_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
 BOTO3 = ["boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six"]
@@ -19,23 +20,7 @@ CODE_PACKAGE_IMAGE = BOTO3 + ["requests", "certifi", "idna", "charset_normalizer
 # --code-in-image: Metaflow and mfargo's Metaflow extension (its pod-side decorator), not mfargo.
 METAFLOW_IMAGE = CODE_PACKAGE_IMAGE + ["metaflow", "metaflow_extensions.mfargo"]
 
-FLOW = """
-from metaflow import FlowSpec, step
-
-class ImageFlow(FlowSpec):
-    @step
-    def start(self):
-        import sys
-        self.exe = sys.executable
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    ImageFlow()
-"""
+FLOW = linear_flow("ImageFlow", "import sys\nself.exe = sys.executable")
 
 
 def image_venv(path: Path, packages: list[str]) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mfargo.runner.cli import main
+from flowtools import linear_flow
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 from venvtools import console_script, linked_venv, pip_install, source_copy
 
@@ -168,23 +169,8 @@ def test_an_editable_install_whose_source_is_under_tmp():
 # with the flow; Metaflow's own test suite does this). The pod runs the flow in the code
 # directory's container path (/app); Metaflow refuses the same package seen at two paths,
 # so PYTHONPATH names the code directory as /app, also when the caller's PYTHONPATH names it.
-EXT_FLOW = """
-from metaflow import FlowSpec, step
-
-class ExtFlow(FlowSpec):
-    @step
-    def start(self):
-        from metaflow import metaflow_config
-        self.greeting = metaflow_config.MYORG_GREETING
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-if __name__ == "__main__":
-    ExtFlow()
-"""
+EXT_FLOW = linear_flow("ExtFlow", "from metaflow import metaflow_config\n"
+                                "self.greeting = metaflow_config.MYORG_GREETING")
 
 
 def test_a_code_dir_with_its_own_metaflow_extensions(mf_env, tmp_path):

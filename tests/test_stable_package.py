@@ -16,28 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from flowtools import clean_env, compile_file, load_flow, write_flow
+from flowtools import clean_env, compile_file, linear_flow, load_flow, write_flow
 
-FLOW = """
-from metaflow import FlowSpec, kubernetes, step
-
-
-class StableFlow(FlowSpec):
-    @kubernetes(cpu=1)
-    @step
-    def start(self):
-        from helper import A
-        self.a = A
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    StableFlow()
-"""
+FLOW = linear_flow("StableFlow", "from helper import A\nself.a = A", start_decorators="@kubernetes(cpu=1)")
 
 
 def _git(repo: Path, *args: str) -> None:
