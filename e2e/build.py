@@ -75,6 +75,11 @@ class Recipe:
     extra_env: tuple[tuple[str, str], ...] = field(default=())
 
 
+# Every binary is linked without its symbol table and DWARF (-s -w): nobody debugs them, and
+# linking kube-apiserver takes 4 s instead of 6-11 s (97 MiB instead of 138).
+STRIP = ("-s", "-w")
+
+
 def _kubernetes_ldflags(version: str) -> tuple[str, ...]:
     """Without these the components report v0.0.0 (and kubectl warns of version skew)."""
     major, minor = version.lstrip("v").split(".")[:2]
@@ -189,7 +194,7 @@ def _local_digest(src: Path) -> str:
 def binary_path(r: Recipe, go_version: str) -> Path:
     """Where the binary of this exact recipe lives: the key covers everything that shapes it."""
     local = r.shape == "local"  # keyed by its files' content, not by where the checkout is
-    key = json.dumps([r.shape, r.module, r.version, "" if local else r.package, r.ldflags, r.main_go, go_version,
+    key = json.dumps([r.shape, r.module, r.version, "" if local else r.package, STRIP + r.ldflags, r.main_go, go_version,
                       _local_digest(Path(r.package)) if local else ""] + ([r.requires, r.tags] if r.requires else []))
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     label = r.version or "local"
@@ -247,7 +252,8 @@ def _build_wrapper(r: Recipe, work: Path, out: Path, logfile: Path) -> None:
         (work / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{r.package}"\n')
     _run(["go", "mod", "tidy"], work, logfile, r.name)
     target = "." if r.main_go else r.package
-    _run(["go", "build", "-trimpath", "-ldflags", " ".join(r.ldflags), "-o", str(out), target], work, logfile, r.name)
+    _run(["go", "build", "-trimpath", "-ldflags", " ".join(STRIP + r.ldflags), "-o", str(out), target], work, logfile,
+         r.name)
 
 
 def _argo_source(r: Recipe, logfile: Path) -> Path:
@@ -276,7 +282,8 @@ def _argo_source(r: Recipe, logfile: Path) -> Path:
 def _build_source(r: Recipe, out: Path, logfile: Path) -> None:
     with _locked(f"src-{r.module.replace('/', '_')}-{r.version}"):
         src = _argo_source(r, logfile)
-    _run(["go", "build", "-trimpath", "-ldflags", " ".join(r.ldflags), "-o", str(out), r.package], src, logfile, r.name)
+    _run(["go", "build", "-trimpath", "-ldflags", " ".join(STRIP + r.ldflags), "-o", str(out), r.package], src, logfile,
+         r.name)
 
 
 def _build_local(r: Recipe, work: Path, out: Path, logfile: Path) -> None:
@@ -292,7 +299,8 @@ def _build_local(r: Recipe, work: Path, out: Path, logfile: Path) -> None:
             edits.append(f"-require={module}@{version}")
         _run(["go", "mod", "edit", *edits], work, logfile, r.name)
         _run(["go", "mod", "tidy"], work, logfile, r.name)
-    _run(["go", "build", "-trimpath", "-tags", ",".join(r.tags), "-o", str(out), "."], work, logfile, r.name)
+    _run(["go", "build", "-trimpath", "-ldflags", " ".join(STRIP), "-tags", ",".join(r.tags), "-o", str(out), "."], work,
+         logfile, r.name)
 
 
 def _requirements(go_mod: str) -> dict[str, str]:
