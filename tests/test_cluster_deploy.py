@@ -23,7 +23,7 @@ import pytest
 import engine_tools
 from clustertools import (ON_EVERY_ARGO, STATE, argo_target, failed_nodes, flow_cmd, kubectl, publish,
                           sensor_subscribed, started_by_event, until, wait_workflow, with_webhook)
-from flowtools import EXAMPLES
+from flowtools import EXAMPLES, linear_flow
 from test_cluster_e2e import SMALL_GANG, read_run
 
 pytestmark = pytest.mark.cluster
@@ -342,26 +342,7 @@ def test_gang_runs_as_the_service_account_given_to_create(cluster_env, tmp_path)
 
 # -- status, terminate, delete: the CLI and the Deployer API ---------------------------------------
 
-SLEEPER = '''
-
-from metaflow import FlowSpec, step
-
-
-class SleeperFlow(FlowSpec):
-    @step
-    def start(self):
-        print("sleeping")
-        time.sleep(900)
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    SleeperFlow()
-'''
+SLEEPER = linear_flow("SleeperFlow", 'print("sleeping")\ntime.sleep(900)', imports="import time")
 
 
 def assert_stopped(env: dict, run_id: str) -> None:

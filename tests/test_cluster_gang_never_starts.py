@@ -14,46 +14,22 @@ import sys
 import pytest
 
 from clustertools import argo_target, failed_nodes, kubectl, wait_workflow
+from flowtools import gang_flow
 from test_cluster_gangs import deployed, nodes_by_name, write_flow
 
 pytestmark = pytest.mark.cluster
 
-NEVER_STARTS = '''
-from metaflow import FlowSpec, kubernetes, parallel, step, timeout
 
-
-class %(name)s(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    @kubernetes(%(pod)s)
-    @timeout(seconds=60)
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    %(name)s()
-'''
+def never_starts(name: str, pod: str) -> str:
+    """A gang whose pods (``@kubernetes(pod)``) cannot start, ended by its step's @timeout."""
+    return gang_flow(name, "@kubernetes(%s)\n@timeout(seconds=60)" % pod)
 
 
 def test_gangs_that_never_start_end_at_their_deadline_with_the_cause(cluster_env, tmp_path):
     image = cluster_env["MFARGO_E2E_PRIVATE_IMAGE"]
-    unpullable = write_flow(tmp_path, "UnpullableGangFlow", NEVER_STARTS % {
-        "name": "UnpullableGangFlow", "pod": "cpu=0.25, memory=300, image=%r, image_pull_policy='Always'" % image})
-    unschedulable = write_flow(tmp_path, "UnschedulableGangFlow", NEVER_STARTS % {
-        "name": "UnschedulableGangFlow", "pod": "cpu=64, memory=300"})
+    unpullable = write_flow(tmp_path, "UnpullableGangFlow", never_starts(
+        "UnpullableGangFlow", "cpu=0.25, memory=300, image=%r, image_pull_policy='Always'" % image))
+    unschedulable = write_flow(tmp_path, "UnschedulableGangFlow", never_starts("UnschedulableGangFlow", "cpu=64, memory=300"))
     with deployed(cluster_env, unpullable, unschedulable) as start:
         runs = {"pull": start(unpullable), "schedule": start(unschedulable)}
         wfs = {what: wait_workflow(cluster_env, run, timeout=420) for what, run in runs.items()}
@@ -69,34 +45,10 @@ def test_gangs_that_never_start_end_at_their_deadline_with_the_cause(cluster_env
                          + causes[what], report["message"]), (what, report["message"])
 
 
-NO_CONTROL = '''
-from metaflow import FlowSpec, jobset, kubernetes, parallel, step
-
-
-class GangNoControlFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    @kubernetes(cpu=0.25, memory=300, hostname_resolution_timeout=30)
-    @jobset(control={"cpu": 64})
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    GangNoControlFlow()
-'''
+NO_CONTROL = gang_flow("GangNoControlFlow", """
+@kubernetes(cpu=0.25, memory=300, hostname_resolution_timeout=30)
+@jobset(control={"cpu": 64})
+""")
 
 
 def test_a_worker_whose_control_never_starts_is_reported_as_control_unreachable(cluster_env, tmp_path):

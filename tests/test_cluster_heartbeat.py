@@ -13,6 +13,7 @@ import time
 import pytest
 import requests
 from clustertools import ON_EVERY_ARGO, failed_nodes, flow_cmd, kubectl, trigger, wait_workflow
+from flowtools import linear_flow
 from test_cluster_e2e import read_run
 from test_cluster_gangs import write_flow
 
@@ -44,24 +45,8 @@ if __name__ == "__main__":
 
 # The start step is sent to a service address nobody answers (@environment overrides the
 # pods' shared env), so it fails before it registers anything; the daemon has the shared env.
-UNREACHABLE = '''
-from metaflow import FlowSpec, environment, step
-
-
-class HeartbeatRecordFlow(FlowSpec):
-    @environment(vars={"METAFLOW_SERVICE_URL": "http://127.0.0.1:9"})
-    @step
-    def start(self):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    HeartbeatRecordFlow()
-'''
+UNREACHABLE = linear_flow("HeartbeatRecordFlow",
+                          start_decorators='@environment(vars={"METAFLOW_SERVICE_URL": "http://127.0.0.1:9"})')
 
 
 def run_record(env: dict, flow: str, run_id: str) -> dict | None:
