@@ -34,6 +34,7 @@ CLUSTER = REPO / "e2e" / "cluster"
 CACHE = Path(os.environ.get("MFARGO_E2E_CACHE") or Path.home() / ".cache" / "mfargo-e2e")
 STATE = Path(os.environ.get("MFARGO_E2E_STATE") or CACHE / "cluster")
 DEFAULT_ARGO = engine_tools.ARGO_RELEASES[0]
+LAST_ARGO = engine_tools.ARGO_RELEASES[-1]  # the release a session swaps to, and ends with
 
 # Runs a test on the cluster once per Argo release e2e/build.py builds (ids argo-vX.Y.Z).
 ON_EVERY_ARGO = pytest.mark.parametrize("cluster_env", engine_tools.ARGO_RELEASES, indirect=True, scope="module",

@@ -41,10 +41,15 @@ SLOW_FIRST = (
     "tests/test_install.py",
 )
 
+# Cluster tests that want both nodes to themselves (test_cluster_nodes.py says why): the last
+# cluster tests, when the other worker has gone on to the fast tests.
+ALONE_LAST = ("tests/test_cluster_nodes.py",)
+
 
 def _rank(item: pytest.Item) -> tuple[int, int]:
     """Cluster tests on the default Argo release, then those on the other release (one swap of
-    Argo per session, see clustertools), then the rest; slowest first within each."""
+    Argo per session, see clustertools), ALONE_LAST last of them, then the rest; slowest first
+    within each."""
     from clustertools import DEFAULT_ARGO
 
     callspec = getattr(item, "callspec", None)
@@ -52,6 +57,8 @@ def _rank(item: pytest.Item) -> tuple[int, int]:
         group = 2
     else:
         group = 1 if callspec and callspec.params.get("cluster_env", DEFAULT_ARGO) != DEFAULT_ARGO else 0
+    if item.nodeid.startswith(ALONE_LAST):
+        return group, len(SLOW_FIRST) + 1
     for rank, prefix in enumerate(SLOW_FIRST):
         if item.nodeid.startswith(prefix):
             return group, rank

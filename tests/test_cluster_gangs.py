@@ -16,10 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from flowtools import gang_flow, linear_flow
 from clustertools import ON_EVERY_ARGO, failed_nodes, flow_cmd, kubectl, trigger, wait_workflow
 from test_cluster_e2e import read_run
 
-pytestmark = [pytest.mark.cluster, ON_EVERY_ARGO]
+# ON_EVERY_ARGO on each test Argo takes part in beyond creating the JobSet and reading its
+# status (a run-time size, retries, catch, timeouts, terminate); the foreach of gangs also runs
+# on each release in test_cluster_resume, and an OOM kill is the kubelet's and JobSet's.
+pytestmark = pytest.mark.cluster
 
 SMALL = "@kubernetes(cpu=0.25, memory=300, port=29500)"
 
@@ -158,6 +162,7 @@ if __name__ == "__main__":
 ''' % {"small": SMALL}
 
 
+@ON_EVERY_ARGO
 def test_gang_of_three_meets_over_cluster_dns(cluster_env, tmp_path):
     """A gang sized at `trigger` (3, the default is 2) whose ranks exchange their ranks through
     the control's JobSet host name; each rank's artifacts and log read with Metaflow's client."""
@@ -294,6 +299,7 @@ if __name__ == "__main__":
 ''' % {"small": SMALL}
 
 
+@ON_EVERY_ARGO
 def test_failed_rank_retried_with_a_new_jobset_then_caught(cluster_env, tmp_path):
     """A rank exits 1 on attempt 0: that JobSet fails, so does its Argo node, and @retry's attempt 1
     is a new JobSet that completes (Metaflow's client: attempt 1 succeeded, attempt 0 not).
@@ -322,36 +328,13 @@ def test_failed_rank_retried_with_a_new_jobset_then_caught(cluster_env, tmp_path
     assert got["errors"] == [[], ["builtins.ValueError", "rank 1 gives up"]], got
 
 
-OOM = '''
-from metaflow import FlowSpec, current, kubernetes, parallel, step
-
-
-class GangOomFlow(FlowSpec):
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    # limits = requests; its pods and its failure report run as its own service account
-    @kubernetes(cpu=0.25, memory=256, port=29500, qos="Guaranteed", service_account="gang-oom")
-    @parallel
-    @step
-    def train(self):
-        if current.parallel.node_index == 1:
-            blob = b"x" * (1024 << 20)  # four times the pod's limit: the kernel's OOM killer ends it
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    GangOomFlow()
-'''
+OOM = gang_flow("GangOomFlow", """
+# limits = requests; its pods and its failure report run as its own service account
+@kubernetes(cpu=0.25, memory=256, port=29500, qos="Guaranteed", service_account="gang-oom")
+""", """
+if current.parallel.node_index == 1:
+    blob = b"x" * (1024 << 20)  # four times the pod's limit: the kernel's OOM killer ends it
+""")
 
 GANG_TIMEOUT = '''
 import time
@@ -384,27 +367,8 @@ if __name__ == "__main__":
     GangTimeoutFlow()
 ''' % {"small": SMALL}
 
-STEP_TIMEOUT = '''
-import time
-from metaflow import FlowSpec, kubernetes, step, timeout
-
-
-class StepTimeoutFlow(FlowSpec):
-    @kubernetes(cpu=0.25, memory=300)
-    @timeout(seconds=60)
-    @step
-    def start(self):
-        time.sleep(600)
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    StepTimeoutFlow()
-'''
+STEP_TIMEOUT = linear_flow("StepTimeoutFlow", "time.sleep(600)", imports="import time",
+                           start_decorators="@kubernetes(cpu=0.25, memory=300)\n@timeout(seconds=60)")
 
 
 def test_oom_killed_rank_is_the_reported_reason(cluster_env, tmp_path):
@@ -436,6 +400,7 @@ def test_oom_killed_rank_is_the_reported_reason(cluster_env, tmp_path):
         (1, "worker", "OOMKilled", 137, said[3]), md
 
 
+@ON_EVERY_ARGO
 def test_timeouts_fail_a_gang_step_and_a_plain_step(cluster_env, tmp_path):
     """@timeout(seconds=60) (Metaflow's minimum on Kubernetes) on a gang step and on a plain
     step, both sleeping past it, run side by side: each run fails at its step once the time is
@@ -456,6 +421,7 @@ def test_timeouts_fail_a_gang_step_and_a_plain_step(cluster_env, tmp_path):
     assert re.search(r"gang step train: rank \d \(\w+\) failed first: DeadlineExceeded", report["message"]), report
 
 
+@ON_EVERY_ARGO
 def test_terminate_stops_the_runs_gangs_too(cluster_env, tmp_path):
     """Argo stops a terminated run's pods but not the JobSet its resource step created;
     `argo-workflows terminate` deletes it once the run has stopped, so its ranks stop too."""

@@ -3,7 +3,12 @@ addresses, tainted so that only pods tolerating it run there): ranks on differen
 over cluster DNS, `@jobset(exclusive_topology=...)` puts each job on a node of its own, a node
 selector with a toleration pins a gang to the second node, and a gang asking for more nodes
 than there are ends at its deadline, its report naming the rank that could not start. Where
-each rank ran is read from its pod."""
+each rank ran is read from its pod.
+
+Exclusive placement keeps every other JobSet's pod off a node one of its Jobs uses (and waits
+for nodes that no other JobSet uses), so beside other gang tests these waited minutes and held
+theirs up: conftest.py runs this module last of the cluster tests, on the Argo release the
+session ends with (its tests are about JobSet and the scheduler; Argo only creates the JobSet)."""
 
 from __future__ import annotations
 
@@ -11,11 +16,12 @@ import json
 import re
 
 import pytest
-from clustertools import failed_nodes, kubectl, wait_workflow
+from clustertools import LAST_ARGO, failed_nodes, kubectl, wait_workflow
 from test_cluster_e2e import read_run
 from test_cluster_gangs import MEET, SMALL, deployed, jobsets, nodes_by_name, write_flow
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.parametrize("cluster_env", [LAST_ARGO], indirect=True, scope="module",
+                                                          ids=["argo-" + LAST_ARGO])]
 
 HOSTNAME = "kubernetes.io/hostname"
 
