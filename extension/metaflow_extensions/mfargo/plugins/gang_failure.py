@@ -89,6 +89,14 @@ def _failed_pod(job, pods):
     return max(mine, key=lambda p: _terminated(p).get("finishedAt") or "", default=None)
 
 
+def _ran(job, pods):
+    """Whether a pod of the Job ran its container to an exit code. An unscheduled pod that its
+    Job's deadline deleted is marked Failed by the pod garbage collector before it goes, with no
+    container status: it never ran."""
+    pod = _failed_pod(job, pods)
+    return pod is not None and _terminated(pod).get("exitCode") is not None
+
+
 def _terminated(pod):
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == pod_contract.GANG_CONTAINER and (status.get("state") or {}).get("terminated"):
@@ -153,7 +161,7 @@ def first_failure(jobset, jobs, pods, events=()):
     if events and never_ran(failure):
         for other in sorted(jobs, key=_rank):
             said = never_started(other["metadata"]["name"], events)[:SAID_CHARS]
-            if said and _failed_pod(other, pods) is None:
+            if said and not _ran(other, pods):
                 rank = _rank(other)
                 return replace(failure, rank=rank, role=pod_contract.rank_role(rank), job=other["metadata"]["name"],
                                pod="", said=said)
