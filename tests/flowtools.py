@@ -123,7 +123,10 @@ def load_flow(path: Path, module_name: str | None = None):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    # Compiled from the source every time, never from __pycache__: CPython checks a .pyc by the
+    # source's mtime in whole seconds and its size, so a test that rewrites a file within the same
+    # second (same size) would get the first version again.
+    exec(compile(path.read_bytes(), str(path), "exec"), module.__dict__)
     classes = list({id(v): v for v in vars(module).values()
                     if isinstance(v, type) and issubclass(v, FlowSpec) and v is not FlowSpec
                     and v.__module__ == name}.values())
