@@ -123,8 +123,8 @@ def test_a_rank_that_never_started_is_named_before_started_ranks_that_waited_for
     assert failure.said == ("never started: FailedScheduling: 0/2 nodes are available: 2 node(s) didn't match pod "
                             "anti-affinity rules.")
     # The unscheduled rank's pod, deleted at the deadline, is marked Failed (no container
-    # status) by the pod garbage collector before it goes: it still never started (seen on the
-    # cluster when the report read the pods in that window).
+    # status) by the pod garbage collector before it goes: it still never started (what explains
+    # a report on the cluster that named the started control instead).
     collected = pod("worker", 1, conditions=[{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC"}])
     assert gang_failure.first_failure(named, jobs, [collected], crowded) == failure
     # A started rank that failed on its own (an exit code) stays the one named.
