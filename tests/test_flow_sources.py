@@ -6,6 +6,7 @@ a test that meant to watch it sleep would watch something else."""
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
 import symtable
 import textwrap
@@ -32,14 +33,20 @@ def flow_sources() -> list[tuple[str, str, str]]:
     return found
 
 
+@functools.cache
+def metaflow_star_names() -> frozenset[str]:
+    """The names `from metaflow import *` binds."""
+    star: dict = {}
+    exec("from metaflow import *", star)
+    return frozenset(star)
+
+
 def undefined_names(source: str) -> set[str]:
     """Names a function or class body of ``source`` reads that nothing in the module binds."""
     top = symtable.symtable(source, "<flow>", "exec")
     bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()} | set(dir(builtins))
     if "import *" in source:
-        star: dict = {}
-        exec("from metaflow import *", star)  # the names a star import of Metaflow binds
-        bound |= set(star)
+        bound |= metaflow_star_names()
     missing = set()
 
     def walk(table: symtable.SymbolTable) -> None:

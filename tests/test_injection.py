@@ -5,7 +5,7 @@ and @kubernetes annotations, run with payload parameter values, and read back wi
 Metaflow's client: every value intact, no file created by a payload."""
 import yaml
 
-from flowtools import gang_flow, linear_flow, templates
+from flowtools import compile_file, gang_flow, linear_flow, templates, write_flow
 from mfargo.runner.pod import k8s_expand
 from test_e2e_support import compile_flow, mf_env, tail  # noqa: F401 - fixture
 
@@ -121,8 +121,6 @@ REFUSED = linear_flow("RefuseFlow", members='p2 = Parameter("p2", default=%(defa
 
 
 def test_argo_tags_in_user_text_are_refused(tmp_path):
-    from flowtools import compile_file, write_flow
-
     cases = [
         ({"default": "x", "env": "{{workflow.parameters.p2}}"}, (), "step *start* @environment: environment WHO"),
         ({"default": "x", "env": "y"}, ("--tag", "x{{workflow.parameters.p2}}"), "--tag"),
