@@ -139,15 +139,9 @@ def quantity_problem(text: str, whole: bool = False) -> str | None:
     at most 2^63-1 and with at most 3 decimal places in base units (larger or finer ones it
     caps or rounds: resource/quantity.go), a whole number for integer resources such as GPUs
     (ValidateResourceQuantityValue)."""
-    m = QUANTITY.match(text) if isinstance(text, str) else None
-    if not m:
+    value = quantity_value(text)
+    if value is None:
         return "%r is not a resource quantity" % (text,)
-    number = Decimal(text[:m.start(3)] if m.group(3) else text)
-    suffix = m.group(3) or ""
-    if suffix not in QUANTITY_SUFFIXES:  # an exponent: e3, E-2
-        value = number.scaleb(int(suffix[1:]))
-    else:
-        value = number * QUANTITY_SUFFIXES[suffix]
     if value < 0:
         return "%r is negative" % text
     if value > INT_RANGES["int64"][1]:
@@ -157,6 +151,48 @@ def quantity_problem(text: str, whole: bool = False) -> str | None:
     if whole and value != value.to_integral_value():
         return "%r must be a whole number" % text
     return None
+
+
+# A container's own resources (IsStandardContainerResourceName); hugepages-<size> too.
+STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def container_resource_problem(name: str) -> str | None:
+    """A resource name a container may request (validateContainerResourceName): a standard one,
+    or an extended one, ``<domain>/<name>`` outside kubernetes.io, that is still a qualified
+    name with ``requests.`` before it (IsExtendedResourceName)."""
+    if not isinstance(name, str) or not name:
+        return "%r is not a resource name" % (name,)
+    if "/" not in name:
+        if name in STANDARD_CONTAINER_RESOURCES or is_hugepages(name):
+            return None
+        return "%r is not a container resource: an extended resource is <domain>/<name>, e.g. example.com/device" % name
+    problem = label_key_problem(name) or label_key_problem("requests." + name)
+    if problem or name.startswith("requests.") or "kubernetes.io/" in name:
+        return "%r is not an extended resource name: <domain>/<name>, the domain not kubernetes.io" % name
+    return None
+
+
+def is_hugepages(name: str) -> bool:
+    size = name[len(HUGEPAGES_PREFIX):] if name.startswith(HUGEPAGES_PREFIX) else ""
+    return bool(size) and quantity_problem(size) is None
+
+
+def is_overcommittable(name: str) -> bool:
+    """Requests may be below limits only for cpu, memory, ephemeral-storage (IsOvercommitAllowed):
+    every other resource (extended, hugepages) is requested and limited alike."""
+    return name in STANDARD_CONTAINER_RESOURCES
+
+
+def quantity_value(text: str) -> Decimal | None:
+    """A quantity's value in base units, or None when it is not one."""
+    m = QUANTITY.match(text) if isinstance(text, str) else None
+    if not m:
+        return None
+    number = Decimal(text[:m.start(3)] if m.group(3) else text)
+    suffix = m.group(3) or ""
+    return number.scaleb(int(suffix[1:])) if suffix not in QUANTITY_SUFFIXES else number * QUANTITY_SUFFIXES[suffix]
 
 
 def annotations_size_problem(annotations: dict) -> str | None:

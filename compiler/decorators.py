@@ -18,6 +18,48 @@ _NOT_FORWARDED = {"kubernetes", "parallel", "jobset", "argo_workflows_internal",
 _QOS = ("Guaranteed", "Burstable")
 _GPU_VENDORS = ("nvidia", "amd")
 
+# Every attribute of Metaflow's @kubernetes and @resources (2.19.39's ``defaults`` of each) and
+# where mfargo puts it: the IR field it sets. tests/test_kubernetes_attributes.py sets each one
+# and finds the change there, and fails on an attribute Metaflow has that this table lacks, so a
+# Metaflow upgrade cannot add one that is silently ignored.
+KUBERNETES_ATTRIBUTES: dict[str, str] = {
+    "cpu": "compute.cpu",
+    "memory": "compute.memory_mb",
+    "disk": "compute.disk_mb",
+    "gpu": "compute.gpu",
+    "gpu_vendor": "compute.gpu_vendor",
+    "qos": "compute.qos",
+    "extended_resources": "compute.extended_resources",
+    "image": "compute.image",
+    "image_pull_policy": "compute.image_pull_policy",
+    "image_pull_secrets": "compute.image_pull_secrets",
+    "service_account": "compute.service_account",
+    "secrets": "compute.secrets",
+    "node_selector": "compute.node_selector",
+    "compute_pool": "compute.node_selector",  # Metaflow's init makes it a node selector label
+    "tolerations": "compute.tolerations",
+    "labels": "compute.labels",
+    "annotations": "compute.annotations",
+    "namespace": "compute.namespace",  # the workflow's namespace or refused
+    "use_tmpfs": "compute.tmpfs_size_mb",
+    "tmpfs_size": "compute.tmpfs_size_mb",
+    "tmpfs_path": "compute.tmpfs_path",
+    "tmpfs_tempdir": "compute.tmpfs_tempdir",
+    "persistent_volume_claims": "compute.persistent_volume_claims",
+    "shared_memory": "compute.shared_memory_mb",
+    "port": "compute.port",
+    "security_context": "compute.security_context",
+    "hostname_resolution_timeout": "gang.placement.control_wait_seconds",  # a gang's workers only
+    "executable": "executable",
+}
+RESOURCES_ATTRIBUTES: dict[str, str] = {
+    "cpu": "compute.cpu",
+    "memory": "compute.memory_mb",
+    "disk": "compute.disk_mb",
+    "gpu": "compute.gpu",
+    "shared_memory": "compute.shared_memory_mb",
+}
+
 
 def reject_foreign(step: str, decorators) -> None:
     for deco in decorators:
@@ -36,7 +78,7 @@ def compute(step: str, decorators, default_image: str, namespace: str | None,
     kube = _find(decorators, "kubernetes")
     attrs = dict(kube.attributes) if kube is not None else _kubernetes_defaults()
     for res in _find_all(decorators, "resources"):
-        for key in ("cpu", "memory", "disk", "gpu", "shared_memory"):
+        for key in RESOURCES_ATTRIBUTES:
             value = res.attributes.get(key)
             if value is not None:
                 rules.positive_number(step, "resources", key, value, allow_zero=key == "gpu")
@@ -83,14 +125,18 @@ def compute(step: str, decorators, default_image: str, namespace: str | None,
     mounts += [("tmpfs_path", tmpfs_path)] if use_tmpfs else []
     mounts += [("shared_memory", "/dev/shm")] if shared_memory else []
     rules.mount_paths(step, "kubernetes", mounts)
+    gpu = rules.count(step, "kubernetes", "gpu", attrs.get("gpu") or 0)
+    extended = rules.extended_resources(step, "kubernetes", attrs.get("extended_resources"),
+                                        "%s.com/gpu" % vendor if gpu else None)
     return ir.Compute(
         image=image,
         image_pull_policy=attrs.get("image_pull_policy") or None,
         cpu=rules.cpu(step, "kubernetes", "cpu", attrs.get("cpu") or 1),
         memory_mb=memory,
         disk_mb=rules.megabytes(step, "kubernetes", "disk", attrs["disk"]) if attrs.get("disk") else None,
-        gpu=rules.count(step, "kubernetes", "gpu", attrs.get("gpu") or 0),
+        gpu=gpu,
         gpu_vendor=vendor,
+        extended_resources=extended,
         qos=qos,
         service_account=attrs.get("service_account") or None,
         namespace=deco_ns or None,
@@ -105,9 +151,18 @@ def compute(step: str, decorators, default_image: str, namespace: str | None,
         tmpfs_size_mb=rules.megabytes(step, "kubernetes", "tmpfs_size", attrs.get("tmpfs_size") or memory // 2)
         if use_tmpfs else None,
         tmpfs_path=tmpfs_path,
+        tmpfs_tempdir=bool(attrs.get("tmpfs_tempdir", True)),  # truthy, as core reads it
         security_context=_security_context(step, attrs.get("security_context")),
         image_pull_secrets=tuple(pull_secrets),
     )
+
+
+def executable(step: str, decorators) -> str | None:
+    """@kubernetes(executable=...): the interpreter the step runs with, where no environment
+    (@pypi, @conda) gives it one, as `kubernetes step` runs it (core's Argo compiler ignores it)."""
+    kube = _find(decorators, "kubernetes")
+    value = kube.attributes.get("executable") if kube is not None else None
+    return rules.executable(step, "kubernetes", value) if value else None
 
 
 def _port(step: str, value) -> int | None:

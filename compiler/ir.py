@@ -104,6 +104,10 @@ class Compute:
     persistent_volume_claims: tuple[tuple[str, str], ...] = ()  # (claim, mount path)
     tmpfs_size_mb: int | None = None  # set when use_tmpfs
     tmpfs_path: str = "/metaflow_temp"
+    tmpfs_tempdir: bool = True  # with a tmpfs: METAFLOW_TEMPDIR is its path
+    # Device plugins' resources (vpc.amazonaws.com/efa, a GPU model, hugepages-2Mi): requested and
+    # limited alike, as Kubernetes requires of them.
+    extended_resources: tuple[tuple[str, str], ...] = ()
     security_context: tuple[tuple[str, object], ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
 

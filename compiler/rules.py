@@ -32,6 +32,7 @@ _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 _S3_RESERVED = (("xn--", "sthree-", "amzn-s3-demo-"), ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"))
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXECUTABLE = re.compile(r"^[A-Za-z0-9_./+][A-Za-z0-9_./+-]*$")
 
 
 def positive_number(step: str, decorator: str, key: str, value, allow_zero: bool = False) -> float:
@@ -126,6 +127,35 @@ def memory_mb(step: str, decorator: str, key: str, value) -> float:
     if number > MAX_MEMORY_MB:
         raise CompileError("%s=%r MB is more than 1 PiB" % (key, value), step, decorator)
     return number
+
+
+def extended_resources(step: str, decorator: str, value, gpu_resource: str | None) -> tuple[tuple[str, str], ...]:
+    """@kubernetes(extended_resources={name: quantity}): resources a device plugin advertises
+    (or hugepages), requested and limited alike; ``gpu_resource``: the one `gpu=` already asks for."""
+    out = {}
+    for name, quantity in mapping(step, decorator, "extended_resources", value).items():
+        problem = k8s.container_resource_problem(name)
+        if name in k8s.STANDARD_CONTAINER_RESOURCES:
+            problem = "%r is set by the %s attribute" % (name, {"ephemeral-storage": "disk"}.get(name, name))
+        elif name == gpu_resource:
+            problem = "%r is already asked for by gpu=" % name
+        if problem is None:
+            text = str(quantity) if isinstance(quantity, (str, int)) and not isinstance(quantity, bool) else None
+            problem = k8s.quantity_problem(text, whole=not k8s.is_hugepages(name)) if text is not None else \
+                "%r is not a quantity" % (quantity,)
+            out[name] = text
+        if problem:
+            raise CompileError("extended_resources: %s" % problem, step, decorator)
+    return tuple(sorted(out.items()))
+
+
+def executable(step: str, decorator: str, value) -> str:
+    """The interpreter a step runs with: a path or command name, one shell word with nothing
+    the shell or Kubernetes would expand (it is written into the pod's command as it is)."""
+    if not isinstance(value, str) or not _EXECUTABLE.match(value):
+        raise CompileError("executable %r must be a path or command name of letters, digits and ._+/-" % (value,),
+                           step, decorator)
+    return value
 
 
 def mapping(step: str, decorator: str, key: str, value) -> dict:

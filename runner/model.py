@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mfargo.base import template_defaults
+
 from . import bounded_yaml
 
 
@@ -59,34 +61,6 @@ def parse_document(text: str, deadline: float | None = None) -> dict:
     raise WorkflowError("no Workflow or WorkflowTemplate document found")
 
 
-def merge_defaults(defaults: Any, value: Any) -> Any:
-    """Merge ``spec.templateDefaults`` into a template: the template's values win.
-
-    Dicts merge recursively; lists whose items are dicts with a ``name`` (env,
-    volumeMounts, volumes, parameters...) merge item by item keyed on ``name``;
-    any other value of the template replaces the default.
-    """
-    if value is None:
-        return copy.deepcopy(defaults)
-    if isinstance(defaults, dict) and isinstance(value, dict):
-        out = copy.deepcopy(defaults)
-        for k, v in value.items():
-            out[k] = merge_defaults(defaults.get(k), v) if k in defaults else copy.deepcopy(v)
-        return out
-    if (isinstance(defaults, list) and isinstance(value, list)
-            and all(isinstance(x, dict) and "name" in x for x in defaults + value)):
-        by_name = {x["name"]: copy.deepcopy(x) for x in defaults}
-        order = [x["name"] for x in defaults]
-        for x in value:
-            if x["name"] in by_name:
-                by_name[x["name"]] = merge_defaults(by_name[x["name"]], x)
-            else:
-                order.append(x["name"])
-                by_name[x["name"]] = copy.deepcopy(x)
-        return [by_name[n] for n in order]
-    return copy.deepcopy(value)
-
-
 class WorkflowDoc:
     """The document plus template lookup with templateDefaults applied."""
 
@@ -120,18 +94,9 @@ class WorkflowDoc:
         if name not in self._merged:
             if name not in self._raw:
                 raise WorkflowError(f"template {name!r} not found (templates: {', '.join(self._raw)})")
-            defaults = self.spec.get("templateDefaults")
-            tmpl = self._raw[name]
-            if defaults:
-                merged = merge_defaults(defaults, tmpl)
-                # Like Argo's SetType: the template keeps its own type; a default
-                # `container:` must not turn a DAG into a container template.
-                own = [k for k in TEMPLATE_TYPES if tmpl.get(k) is not None]
-                if own:
-                    for k in TEMPLATE_TYPES:
-                        if k not in own:
-                            merged.pop(k, None)
-                tmpl = merged
+            # As Argo runs it (the template keeps its own type: a default `container:` never
+            # turns a DAG into a container template).
+            tmpl = template_defaults.merged(self.spec.get("templateDefaults"), self._raw[name])
             self._merged[name] = tmpl
         return self._merged[name]
 

@@ -67,18 +67,9 @@ def step_annotations(step: ir.Step) -> dict[str, str]:
     return annotations
 
 
-def step_metadata(step: ir.Step) -> m.Metadata:
-    """A step's pod metadata where the pod is Argo's own and not a ``pod.Pod`` (a gang's
-    resource step)."""
-    labels, annotations = pod.metadata(step.compute, {}, step_annotations(step))
-    return m.Metadata(labels=labels or None, annotations=annotations)
-
-
-# No CPU: a CPU request, however small, can keep a gang that fills its nodes from ever being
-# scheduled (two 1-CPU ranks and a 50m daemon on a 2-CPU node did, e2e/cluster); a daemon
-# sleeps between its polls, and one a little late does no harm. "0", not left out: Argo
-# would merge in templateDefaults' CPU request.
-DAEMON_RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("0"), "memory": m.Quantity("256Mi")})
+def launcher_metadata(step: ir.Step, start: ir.Compute) -> m.Metadata:
+    """The metadata of the pod Argo runs a gang's resource template in (``pod.Kind.LAUNCHER``)."""
+    return pod.launcher_metadata(pod.lower(pod.Kind.LAUNCHER, step.compute, start), step_annotations(step))
 
 
 def daemon_template(name: str, kind: pod.Kind, wf: ir.Workflow, call) -> m.Template:
@@ -86,6 +77,5 @@ def daemon_template(name: str, kind: pod.Kind, wf: ir.Workflow, call) -> m.Templ
     (``pod.INHERITS``) running ``call`` (command parts) until Argo stops it when the DAG
     ends, with no deadline."""
     start = wf.steps[wf.start].compute
-    daemon = pod.lower(kind, start, start, resources=DAEMON_RESOURCES,
-                       args=sh.step_args([call]))  # after templateDefaults' shared command (the code first)
+    daemon = pod.lower(kind, start, start, args=sh.step_args([call]))  # after templateDefaults' shared command (the code first)
     return pod.argo_template(daemon, name=name, daemon=True)

@@ -50,8 +50,6 @@ from metaflow_extensions.mfargo.plugins import gang_report, pod_contract
 
 from . import common, expr, gang, pod, wiring
 
-# It only reads a few objects: it must fit anywhere, whatever the gang's own size.
-RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("256Mi")})
 # Long enough for a slow image pull; it reads a few API objects and writes one metadata entry.
 DEADLINE_SECONDS = 600
 
@@ -95,6 +93,6 @@ def report_pod(step: ir.Step, wf: ir.Workflow) -> pod.Pod:
     return pod.lower(
         pod.Kind.REPORT, step.compute, wf.steps[wf.start].compute,
         args=sh.step_args([report]),  # after templateDefaults' shared command (the code first)
-        env=tuple(common.env_vars(_report_env(step))), resources=RESOURCES,
+        env=tuple(common.env_vars(_report_env(step))),
         deadline_seconds=DEADLINE_SECONDS, termination_message_path=pod_contract.TERMINATION_LOG,
     )

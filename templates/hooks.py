@@ -58,7 +58,6 @@ urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), he
 """ % (TEXT_ENV, PD_ACTION_ENV, DEDUP_ENV, INCIDENT_IO_METADATA_ENV, INCIDENT_IO_SOURCE_ENV, INCIDENT_IO_KEY_ENV)
 
 NOTIFY_DEADLINE_SECONDS = 300  # one HTTPS call (30 s timeout), and a slow image pull
-NOTIFY_RESOURCES = m.ResourceRequirements(requests={"cpu": m.Quantity("100m"), "memory": m.Quantity("128M")})
 
 
 def run_pathspec(wf: ir.Workflow) -> str:
@@ -98,7 +97,7 @@ def _exit_hook_template(h: ir.ExitHook, wf: ir.Workflow) -> m.Template:
     start = wf.steps[wf.start]  # a hook runs the flow's code as the start step does
     hook_pod = pod.lower(
         pod.Kind.EXIT_HOOK, start.compute, start.compute, image=h.image, args=sh.step_args(lines),
-        resources=m.ResourceRequirements(requests={"cpu": m.Quantity(h.cpu), "memory": m.Quantity("%dM" % h.memory_mb)}),
+        hook_size=(h.cpu, h.memory_mb),
         deadline_seconds=start.timeout_seconds,
     )
     return pod.argo_template(hook_pod, name=h.template)
@@ -146,6 +145,6 @@ def _notify_template(name: str, wf: ir.Workflow, script: str, env: list[m.EnvVar
     without its Secrets: it reads only its own credential."""
     start = wf.steps[wf.start].compute
     notify_pod = pod.lower(pod.Kind.NOTIFY, start, start, image=wf.deployment.notify.image,
-                           command=["python", "-c", script], env=tuple(env), resources=NOTIFY_RESOURCES,
+                           command=["python", "-c", script], env=tuple(env),
                            deadline_seconds=NOTIFY_DEADLINE_SECONDS)
     return pod.argo_template(notify_pod, name=name)

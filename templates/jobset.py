@@ -36,7 +36,7 @@ def template(step: ir.Step, wf: ir.Workflow) -> m.Template:
     return m.Template(
         name=wiring.task_name(step.name),
         inputs=wiring.template_inputs_model(step, wf),
-        metadata=common.step_metadata(step),
+        metadata=common.launcher_metadata(step, wf.steps[wf.start].compute),
         # No activeDeadlineSeconds here: a resource pod killed by its deadline leaves the workflow
         # Running forever (argo-workflows#13937, open; seen on v4.0.5). Each Job's deadline bounds
         # the gang instead (_job), and the JobSet's failure ends this step.

@@ -1,12 +1,18 @@
 """Every pod mfargo writes, as one value, and its two renderings.
 
-A step's pod, each role of a gang, and the pods mfargo adds (a gang's failure report, the
-@exit_hook and notification pods, the run's daemons) are all lowered by ``lower`` from the
-@kubernetes/@resources of the step they belong to (``ir.Compute``), taking from it exactly
-what ``INHERITS`` says for their kind. The value is rendered as an Argo container template
-(``argo_template``) or as the pod template of a JobSet's Job (``jobset_pod``). So a field
-every pod carries is written here once, and which pods carry a step's attribute is one
-table, which tests/test_pod_model.py holds to what the YAML says.
+A step's pod, each role of a gang, and the pods mfargo adds (a gang's failure report and the
+pod that creates its JobSet, the @exit_hook and notification pods, the run's daemons, the
+Sensor's) are all lowered by ``lower`` from the @kubernetes/@resources of the step they belong
+to (``ir.Compute``), taking from it exactly what ``INHERITS`` says for their kind; a kind that
+does not take the step's size has its own (``OWN_SIZE``). The value is rendered as an Argo
+container template (``argo_template``), as the pod template of a JobSet's Job (``jobset_pod``),
+or as the parts Argo and Argo Events build their own pods from (``launcher_metadata``,
+``sensor_container``). So a field every pod carries is written here once, which pods carry a
+step's attribute is one table, and tests/test_pod_model.py holds both to what the YAML says.
+
+Every container template states its whole size: none sits in templateDefaults, where Argo's
+strategic merge would add its keys to every template that states fewer (a GPU limit to a CPU
+step, a Guaranteed step's limits under another step's larger requests).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ class Kind(enum.Enum):
     NOTIFY = "notification"
     HEARTBEAT = "heartbeat"
     QUEUE_WATCH = "queue watch"
+    LAUNCHER = "gang launcher"  # Argo's pod running a gang's resource template (argoexec)
+    SENSOR = "sensor"  # Argo Events' pod of a @trigger Sensor
 
 
 # Where a pod takes a field of ``ir.Compute`` from: the step it belongs to, or the flow's
@@ -40,9 +48,10 @@ _PULL = _IMAGE[1:]
 _ACCOUNT = ("service_account",)
 _PLACEMENT = ("node_selector", "tolerations", "security_context")
 _SECRETS = ("secrets",)
-_SIZE = ("cpu", "memory_mb", "disk_mb", "gpu", "gpu_vendor", "qos")
-_STORAGE = ("shared_memory_mb", "persistent_volume_claims", "tmpfs_size_mb", "tmpfs_path")
-_OWN = ("port", "labels", "annotations")
+_SIZE = ("cpu", "memory_mb", "disk_mb", "gpu", "gpu_vendor", "qos", "extended_resources")
+_STORAGE = ("shared_memory_mb", "persistent_volume_claims", "tmpfs_size_mb", "tmpfs_path", "tmpfs_tempdir")
+_METADATA = ("labels", "annotations")
+_OWN = ("port", *_METADATA)
 
 
 def _from(source: str, *groups: tuple[str, ...]) -> dict[str, str]:
@@ -65,6 +74,32 @@ INHERITS: dict[Kind, dict[str, str]] = {
     Kind.HEARTBEAT: _from(START, _IMAGE, _ACCOUNT, _PLACEMENT, _SECRETS),
     # The workflow's account, not the start step's: the Role that lists the run's JobSets is its.
     Kind.QUEUE_WATCH: _from(START, _IMAGE, _PLACEMENT, _SECRETS),
+    # Argo's own pod (its executor image, the workflow's account, Argo's size): the step's metadata,
+    # so what selects the step's pods by label selects the pod that starts its gang too.
+    Kind.LAUNCHER: _from(STEP, _METADATA),
+    Kind.SENSOR: {},  # Argo Events' image and the Sensor's account
+}
+
+
+def _requests(cpu: str, memory: str) -> m.ResourceRequirements:
+    return m.ResourceRequirements(requests={"cpu": m.Quantity(cpu), "memory": m.Quantity(memory)})
+
+
+# The size of each kind that does not take its step's (_SIZE). They wait, poll, report or send
+# one request, and run no user code. The daemons ask for no CPU: a CPU request, however small,
+# can keep a gang that fills its nodes from ever being scheduled (two 1-CPU ranks and a 50m
+# daemon on a 2-CPU node did, e2e/cluster); a daemon sleeps between its polls, and one a little
+# late does no harm. The Sensor's is core's: Guaranteed, small. An exit hook's is @exit_hook's
+# (``lower``'s ``hook_size``).
+_DAEMON = _requests("0", "256Mi")
+_SENSOR = {"cpu": m.Quantity("100m"), "memory": m.Quantity("250Mi")}
+OWN_SIZE: dict[Kind, m.ResourceRequirements | None] = {
+    Kind.REPORT: _requests("100m", "256Mi"),
+    Kind.NOTIFY: _requests("100m", "128M"),
+    Kind.HEARTBEAT: _DAEMON,
+    Kind.QUEUE_WATCH: _DAEMON,
+    Kind.SENSOR: m.ResourceRequirements(requests=_SENSOR, limits=dict(_SENSOR)),
+    Kind.LAUNCHER: None,  # Argo's executor settings size it
 }
 # Never a pod's: every step runs in the workflow's namespace (compiler/decorators.py).
 NOT_A_POD_FIELD = ("namespace",)
@@ -90,33 +125,37 @@ class Pod:
     command: list | None = None
     env_head: tuple = ()
     env: tuple = ()
-    resources: dict | None = None
+    resources: dict | None = None  # lower() sets it: the step's size, or the kind's own
     deadline_seconds: int | None = None
     with_outputs: bool = False
     termination_message_path: str | None = None
 
 
 def lower(kind: Kind, step: ir.Compute, start: ir.Compute, *, image: str | None = None,
-          resources: dict | None = None, **fields) -> Pod:
+          hook_size: tuple[str, int] | None = None, **fields) -> Pod:
     """The pod of ``kind`` for a step whose @kubernetes/@resources are ``step``, in a flow
     whose start step's are ``start``: what ``INHERITS`` gives it, ``image`` when it has one
-    of its own, and its own ``resources`` or (a step's pods) the step's."""
+    of its own, and the step's size or its kind's own (``OWN_SIZE``; an exit hook's is
+    ``hook_size``, @exit_hook's CPUs and MB)."""
     sources = {STEP: step, START: start}
     compute = dataclasses.replace(_NOTHING, **{name: getattr(sources[source], name)
                                                for name, source in INHERITS[kind].items()})
-    if resources is None and "cpu" in INHERITS[kind]:
+    if "cpu" in INHERITS[kind]:
         resources = resources_of(compute)
+    elif kind is Kind.EXIT_HOOK:
+        cpu, memory_mb = hook_size
+        resources = _requests(cpu, "%dM" % memory_mb)
+    else:
+        resources = OWN_SIZE[kind]
     return Pod(kind=kind, compute=compute, image=image or compute.image, resources=resources, **fields)
 
 
-def argo_template(pod: Pod, *, default_resources: dict | None = None, annotations: dict | None = None,
-                  **template) -> m.Template:
+def argo_template(pod: Pod, *, annotations: dict | None = None, **template) -> m.Template:
     """``pod`` as an Argo container template with ``template``'s other fields (name, inputs,
-    retries, ...) and mfargo's ``annotations`` beside the step's. Resources equal to
-    templateDefaults' (``default_resources``) are left to it."""
+    retries, ...) and mfargo's ``annotations`` beside the step's."""
     compute = pod.compute
     vols, mounts, volume_env = _volumes(compute, pod.with_outputs)
-    resources = None if pod.resources == default_resources else pod.resources
+    resources = pod.resources
     labels, annotations = metadata(compute, {}, annotations or {})
     return m.Template(
         **template,
@@ -149,6 +188,18 @@ def jobset_pod(pod: Pod, subdomain: str, labels: dict, annotations: dict) -> dic
             "spec": {k: v for k, v in spec.items() if v is not None}}
 
 
+def launcher_metadata(pod: Pod, annotations: dict) -> m.Metadata:
+    """The metadata of the pod Argo starts for a gang's resource template: the step's labels
+    and annotations, then mfargo's ``annotations``."""
+    labels, annotations = metadata(pod.compute, {}, annotations)
+    return m.Metadata(labels=labels or None, annotations=annotations)
+
+
+def sensor_container(pod: Pod) -> dict:
+    """The container fields of a Sensor's pod (Argo Events' own image and command)."""
+    return {"resources": dict(pod.resources)}
+
+
 def metadata(compute: ir.Compute, labels: dict, annotations: dict) -> tuple[dict, dict]:
     """A pod's labels and annotations: the step's (@kubernetes), then mfargo's."""
     return {**dict(compute.labels), **labels}, {**dict(compute.annotations), **annotations}
@@ -174,13 +225,17 @@ def _container(pod: Pod, volume_env: list, mounts: list, resources: dict | None)
 
 
 def resources_of(compute: ir.Compute) -> m.ResourceRequirements:
-    """Requests from @kubernetes/@resources; limits = requests for Guaranteed QoS."""
+    """Requests from @kubernetes/@resources; limits = requests for Guaranteed QoS; GPUs as a
+    limit (Kubernetes makes it the request too); extended resources requested and limited
+    alike, as core writes them."""
     requests = {"cpu": compute.cpu, "memory": "%dM" % compute.memory_mb}
     if compute.disk_mb:
         requests["ephemeral-storage"] = "%dM" % compute.disk_mb
     limits = dict(requests) if compute.qos == "Guaranteed" else {}
     if compute.gpu:
         limits["%s.com/gpu" % compute.gpu_vendor] = str(compute.gpu)
+    requests.update(compute.extended_resources)
+    limits.update(compute.extended_resources)
     return m.ResourceRequirements(
         requests={k: m.Quantity(v) for k, v in requests.items()},
         limits={k: m.Quantity(v) for k, v in limits.items()} or None,
@@ -198,7 +253,8 @@ def _volumes(compute: ir.Compute, with_outputs: bool) -> tuple[list, list, list]
     if compute.tmpfs_size_mb:
         vols.append(m.Volume(name=Path.TMPFS_VOLUME, empty_dir=_memory_dir(compute.tmpfs_size_mb)))
         mounts.append(m.VolumeMount(name=Path.TMPFS_VOLUME, mount_path=compute.tmpfs_path))
-        env.append(m.EnvVar(name=Env.TEMPDIR, value=compute.tmpfs_path))
+        if compute.tmpfs_tempdir:
+            env.append(m.EnvVar(name=Env.TEMPDIR, value=compute.tmpfs_path))
     if compute.shared_memory_mb:
         vols.append(m.Volume(name=Path.SHM_VOLUME, empty_dir=_memory_dir(compute.shared_memory_mb)))
         mounts.append(m.VolumeMount(name=Path.SHM_VOLUME, mount_path="/dev/shm"))

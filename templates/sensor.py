@@ -16,8 +16,7 @@ import json
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Api, Label
 
-# The sensor pod does little: Guaranteed QoS with core's small fixed resources.
-SENSOR_RESOURCES = {"cpu": "100m", "memory": "250Mi"}
+from . import pod
 NULL = json.dumps(None)
 
 _DATA_TEMPLATE = (
@@ -55,6 +54,7 @@ def build(wf: ir.Workflow) -> dict | None:
     if trig is None:
         return None
     params = {p.name: p for p in wf.parameters}
+    start = wf.steps[wf.start].compute
     labels = dict(wf.labels)
     labels[Label.NAME] = "metaflow-sensor"
     annotations = dict(wf.annotations)
@@ -62,7 +62,7 @@ def build(wf: ir.Workflow) -> dict | None:
         "metadata": {"labels": {Label.NAME: "metaflow-sensor", Label.PART_OF: Label.METAFLOW},
                      "annotations": annotations},
         # Argo Events' sensor container type has no `name` (core's V1Container adds one).
-        "container": {"resources": {"requests": dict(SENSOR_RESOURCES), "limits": dict(SENSOR_RESOURCES)}},
+        "container": pod.sensor_container(pod.lower(pod.Kind.SENSOR, start, start)),
         "serviceAccountName": trig.service_account,
     }
     mapped = []  # (event, parameter, payload key), each parameter once

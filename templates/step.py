@@ -10,8 +10,7 @@ from mfargo.compiler.constants import Env, Path
 from . import common, expr, pod, pod_command, wiring
 
 
-def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequirements) -> m.Template:
-    """``default_resources`` come from templateDefaults: a step that needs them says nothing."""
+def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     env = []
     if wiring.outputs(step):
         env.append(m.EnvVar(name=Env.OUTPUT_DIR, value=Path.OUTPUTS))
@@ -28,7 +27,6 @@ def build(step: ir.Step, wf: ir.Workflow, default_resources: m.ResourceRequireme
     )
     return pod.argo_template(
         step_pod,
-        default_resources=default_resources,
         name=template_name(step),
         inputs=wiring.template_inputs_model(step, wf),
         outputs=_outputs(step),

@@ -15,7 +15,6 @@ from . import common, dag, expr, gang_report, heartbeat, hooks, jobset, pod, pod
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
     default_image = _most_common_image(wf)
-    default_resources = _most_common_resources(wf)
     entrypoint = naming.entrypoint_name()
     templates = dag.build_all(wf, entrypoint)
     for s in wf.steps.values():
@@ -23,7 +22,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             templates.append(jobset.template(s, wf))
             templates.append(gang_report.template(s, wf))
         else:
-            templates.append(step.build(s, wf, default_resources))
+            templates.append(step.build(s, wf))
         if s.recursive:
             templates.append(recursion.build(s, wf))
     if wf.run_heartbeat:
@@ -62,7 +61,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
                     # The schema requires an image here too; every template still names its own.
                     image=default_image,
                     command=pod_command.shared_command(wf),
-                    resources=default_resources,
+                    # No resources: each template states its own whole (templates/pod.py).
                     env=common.env_vars(wf.env) + common.identity_env(),
                 )
             ),
@@ -84,14 +83,6 @@ def _most_common_image(wf: ir.Workflow) -> str:
     for s in wf.steps.values():
         counts[s.compute.image] = counts.get(s.compute.image, 0) + 1
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-
-
-def _most_common_resources(wf: ir.Workflow) -> m.ResourceRequirements:
-    """Resources most steps share: set once in templateDefaults, omitted where equal."""
-    options = [pod.resources_of(s.compute) for s in wf.steps.values()]
-    keys = [json.dumps(r, sort_keys=True) for r in options]
-    best = max(sorted(set(keys)), key=keys.count)
-    return options[keys.index(best)]
 
 
 def _arguments(wf: ir.Workflow) -> m.Arguments:

@@ -31,6 +31,7 @@ BUILD = REPO / "e2e" / "build.py"
 BUILD_TIMEOUT = 3600  # seconds: a cold build of argo is ~10 min on a busy 2-core machine
 CHECK_TIMEOUT = 600  # seconds for one lint or webhook run over every recorded file
 ARGO, JOBSET_VALIDATE, SENSOR_VALIDATE = "argo", "jobset-validate", "sensor-validate"
+ARGO_DEFAULTS = "argo-defaults"
 
 
 def _build_module():
@@ -102,6 +103,24 @@ def sensor_validate(paths: list[Path]) -> subprocess.CompletedProcess:
     Sensor CRD has no schema, so an API server stores any spec."""
     return subprocess.run([str(binary(SENSOR_VALIDATE)), *map(str, paths)],
                           capture_output=True, text=True, timeout=CHECK_TIMEOUT)
+
+
+def argo_merged(workflow_template: dict) -> tuple[dict, dict]:
+    """Each template of ``workflow_template`` with its templateDefaults merged in, by Argo's
+    own merge (e2e/tools/argo-defaults, Argo v4.0.5's types), and as mfargo merges it
+    (``base.template_defaults``) read into Argo's types: {name: template} twice."""
+    from mfargo.base import template_defaults
+
+    spec = workflow_template["spec"]
+    templates = spec["templates"]
+    request = {"defaults": spec.get("templateDefaults"), "templates": templates,
+               "merged": [template_defaults.merged(spec.get("templateDefaults"), t) for t in templates]}
+    proc = subprocess.run([str(binary(ARGO_DEFAULTS))], input=json.dumps(request), capture_output=True, text=True,
+                          timeout=CHECK_TIMEOUT)
+    if proc.returncode != 0:
+        raise RuntimeError("argo-defaults: %s" % proc.stderr.strip())
+    answer = json.loads(proc.stdout)
+    return ({t["name"]: t for t in answer["argo"]}, {t["name"]: t for t in answer["merged"]})
 
 
 # What Argo puts in place of each tag of a gang manifest, at its widest: the longest

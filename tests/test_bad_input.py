@@ -76,6 +76,13 @@ CASES = {
     "secrets int": deco("@kubernetes(secrets=123)", K),
     "image blank": deco("@kubernetes(image=' ')", K),
     "image argo tag": deco("@kubernetes(image='python:{{workflow.name}}')", K),
+    "extended resource without a domain": deco("@kubernetes(extended_resources={'efa': '2'})", K),
+    "extended resource negative": deco("@kubernetes(extended_resources={'example.com/dev': '-1'})", K),
+    "extended resource fraction": deco("@kubernetes(extended_resources={'example.com/dev': '0.5'})", K),
+    "extended resource cpu": deco("@kubernetes(extended_resources={'cpu': '2'})", K),
+    "extended resource and gpu": deco("@kubernetes(gpu=1, extended_resources={'nvidia.com/gpu': '2'})", K),
+    "executable with a space": deco("@kubernetes(executable='python -c pwned')", K),
+    "executable substitution": deco("@kubernetes(executable='$(id)')", K),
     "port http": deco("@kubernetes(port='http')", K),
     "port too big": deco("@kubernetes(port=70000)", K),
     "gpu negative": deco("@kubernetes(gpu=-1)", K),
@@ -228,6 +235,8 @@ CLI_CASES = {
     "tag argo tag", "max workers 0", "cron", "trigger parameter name", "timezone unknown",
     "trigger reset timezone", "param default lone surrogate", "param default NUL", "environment value NUL",
     "retry bool", "trigger_on_finish flow twice",
+    # read where Metaflow's environment plugin is asked for each step's interpreter
+    "executable with a space", "executable substitution",
 }
 # create options as the CLI passes them to CompileOptions
 OPTIONS = {"--tag": ("tags", lambda v: (v,)), "--max-workers": ("max_workers", int),

@@ -44,6 +44,8 @@ OTHER = {
     "persistent_volume_claims": (("data", "/data"),),
     "tmpfs_size_mb": 2048,
     "tmpfs_path": "/scratch",
+    "tmpfs_tempdir": False,
+    "extended_resources": (("vpc.amazonaws.com/efa", "2"),),
     "security_context": (("runAsUser", 1000),),
     "image_pull_secrets": ("regcred",),
 }
@@ -51,10 +53,17 @@ FIELDS = [f.name for f in dataclasses.fields(ir.Compute)]
 
 
 def render(kind: pod.Kind, step: ir.Compute, start: ir.Compute) -> str:
-    p = pod.lower(kind, step, start, args=["run"], env=({"name": "A", "value": "1"},))
+    size = ("1", 512) if kind is pod.Kind.EXIT_HOOK else None
+    p = pod.lower(kind, step, start, args=["run"], env=({"name": "A", "value": "1"},), hook_size=size)
     if kind is pod.Kind.GANG:
-        return json.dumps(emit.ordered(pod.jobset_pod(p, "js", {}, {})), sort_keys=True)
-    return json.dumps(emit.ordered(pod.argo_template(p, name="t")), sort_keys=True)
+        rendered = pod.jobset_pod(p, "js", {}, {})
+    elif kind is pod.Kind.LAUNCHER:
+        rendered = pod.launcher_metadata(p, {})
+    elif kind is pod.Kind.SENSOR:
+        rendered = pod.sensor_container(p)
+    else:
+        rendered = pod.argo_template(p, name="t")
+    return json.dumps(emit.ordered(rendered), sort_keys=True)
 
 
 def test_every_attribute_of_a_step_is_in_the_table_or_named_as_no_pod_field():
@@ -122,7 +131,10 @@ def test_every_pod_of_a_compiled_flow_carries_what_the_table_gives_it(tmp_path):
         pod.Kind.HEARTBEAT: (templates[naming.heartbeat_template_name()], "start"),
         pod.Kind.QUEUE_WATCH: (templates[naming.queue_watch_template_name()], "start"),
     }
-    assert sorted(k.name for k in pods) == sorted(k.name for k in pod.Kind)
+    # The launcher's and the Sensor's pods run Argo's and Argo Events' own images, as their accounts.
+    others = {pod.Kind.LAUNCHER, pod.Kind.SENSOR}
+    assert sorted(k.name for k in pods) == sorted(k.name for k in pod.Kind if k not in others)
+    assert all(not (set(pod.INHERITS[k]) & set(READ)) for k in others)
     for kind, (template, step) in pods.items():
         container = template["container"]
         for attribute, read in READ.items():

@@ -6,7 +6,8 @@ import pytest
 
 from mfargo.runner.expr import (DEPENDS, EXPRESSION, WHEN, ExprError, depends_holds, depends_tasks, evaluate,
                                 evaluate_when, format_value, parse)
-from mfargo.runner.model import merge_defaults, parse_duration, pod_name
+from mfargo.base.template_defaults import merged as merge_defaults
+from mfargo.runner.model import parse_duration, pod_name
 from mfargo.runner.substitute import Scope, SubstitutionError
 
 ENV = {

@@ -7,7 +7,7 @@ import re
 
 import yaml
 
-from mfargo.base import cron_syntax, k8s_syntax
+from mfargo.base import cron_syntax, k8s_syntax, template_defaults
 
 from .jobset import check_jobset
 from .pods import check_pod_spec
@@ -45,14 +45,17 @@ def check_argo(doc: Doc, obj: dict, kind: str, shipped: Schemas) -> None:
     template_names = {n for n in names if isinstance(n, str)}
     _check_spec(doc, kind, obj, spec, base)
     shared_volumes = [(base + ["volumes", j], v) for j, v in enumerate(spec.get("volumes") or [])]
+    defaults = spec.get("templateDefaults")
     seen = set()
     for i, (t, name) in enumerate(zip(templates, names)):
         tp = base + ["templates", i]
         doc.template = name if isinstance(name, str) else None
         doc.labels(t.get("metadata"), tp + ["metadata"])
-        containers = [(tp + [k], t[k]) for k in ("container", "script") if isinstance(t.get(k), dict)]
-        volumes = shared_volumes + [(tp + ["volumes", j], v) for j, v in enumerate(t.get("volumes") or [])]
-        check_pod_spec(doc, t, tp, containers, volumes)
+        # The pod Argo runs: the template with templateDefaults merged in.
+        pod = template_defaults.merged(defaults, t) if isinstance(name, str) and isinstance(defaults, dict) else t
+        containers = [(tp + [k], pod[k]) for k in ("container", "script") if isinstance(pod.get(k), dict)]
+        volumes = shared_volumes + [(tp + ["volumes", j], v) for j, v in enumerate(pod.get("volumes") or [])]
+        check_pod_spec(doc, pod, tp, containers, volumes)
         if name in seen:
             doc.add(tp + ["name"], "duplicate template name %r" % name)
         elif not k8s_syntax.is_argo_field_name(name):

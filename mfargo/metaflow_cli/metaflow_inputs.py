@@ -242,10 +242,14 @@ def compile_options(obj, code_in_image, tags, user_namespace, max_workers, workf
 
 def step_environments(obj) -> tuple[dict[str, tuple[str, tuple[str, ...]]], str]:
     """Ask Metaflow's environment plugin, as core's Argo compiler does, for each step's
-    interpreter and bootstrap commands, and for `init`'s interpreter (step `_parameters`)."""
+    interpreter and bootstrap commands, and for `init`'s interpreter (step `_parameters`).
+    A step's @kubernetes(executable=...) is the default it offers, as `kubernetes step` does."""
+    from mfargo.compiler import decorators
+
     env, datastore = obj.environment, obj.flow_datastore.TYPE
     steps = {
-        node.name: (env.executable(node.name), tuple(as_core_runs(c) for c in env.bootstrap_commands(node.name, datastore)))
+        node.name: (env.executable(node.name, decorators.executable(node.name, node.decorators)),
+                    tuple(as_core_runs(c) for c in env.bootstrap_commands(node.name, datastore)))
         for node in obj.graph
     }
     return steps, env.executable("_parameters")
