@@ -363,6 +363,20 @@ def wait_node_ready(bins, node: layout.Node) -> None:
     wait_ready(node.part("kubelet"), ready, 120, f"node {node.name} Ready")
 
 
+def advertise_device(bins, node: layout.Node) -> None:
+    """The node's status gains layout.DEVICE in its capacity, as a device plugin's would."""
+    name, count = layout.DEVICE
+    patch = json.dumps({"status": {"capacity": {name: count}}})
+    subprocess.run([bins["kubectl"], "--kubeconfig", layout.ADMIN_KUBECONFIG, "patch", "node", node.name,
+                    "--subresource=status", "--type=merge", "-p", patch], check=True, capture_output=True, timeout=30)
+
+    def advertised() -> bool:
+        out = subprocess.run([bins["kubectl"], "--kubeconfig", layout.ADMIN_KUBECONFIG, "get", "node", node.name,
+                              "-o", "json"], capture_output=True, text=True, timeout=10).stdout
+        return json.loads(out or "{}").get("status", {}).get("allocatable", {}).get(name) == count
+    wait_ready(node.part("kubelet"), advertised, 60, f"node {node.name} allocatable {name}")
+
+
 # --- workflow and gang controllers ----------------------------------------------------------
 
 def jobset(bins, jobset_src: Path) -> None:

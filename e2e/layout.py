@@ -100,6 +100,9 @@ ADMIN_KUBECONFIG = cache("pki", "admin.kubeconfig")
 
 # Only pods that tolerate it run on the second node: every test not about placement keeps the
 # one-node cluster it was written for.
+# An extended resource every node advertises (a node status patch, as a device plugin would), so
+# pods asking for one (@kubernetes(extended_resources=...)) schedule.
+DEVICE = ("mfargo-e2e.example/device", "4")
 SECOND_NODE_TAINT = {"key": "mfargo-e2e/second-node", "value": "true", "effect": "NoSchedule"}
 
 
