@@ -185,6 +185,34 @@ def is_overcommittable(name: str) -> bool:
     return name in STANDARD_CONTAINER_RESOURCES
 
 
+def resources_problems(resources: dict, known=lambda value: True) -> list[tuple[str, str, str]]:
+    """(requests|limits, resource, problem) of a container's resources as the API server judges
+    them (ValidateResourceRequirements): names, quantities, a request above its limit, and a
+    resource that cannot be overcommitted (extended, hugepages) requested as much as it is
+    limited. Only names and values ``known`` holds (not Argo tags, known at run time) are judged."""
+    problems, values = [], {"requests": {}, "limits": {}}
+    for kind in values:
+        for resource, quantity in ((resources or {}).get(kind) or {}).items():
+            if isinstance(quantity, bool) or not (known(quantity) and known(resource)):
+                continue
+            # Extended resources (a domain other than kubernetes.io, e.g. nvidia.com/gpu) count whole units.
+            whole = "/" in resource and not resource.startswith("kubernetes.io/")
+            problem = container_resource_problem(resource) or quantity_problem(str(quantity), whole)
+            if problem:
+                problems.append((kind, resource, problem))
+            else:
+                values[kind][resource] = quantity_value(str(quantity))
+    for resource, request in values["requests"].items():
+        limit = values["limits"].get(resource)
+        if limit is not None and request > limit:
+            problems.append(("requests", resource, "the request %s is more than the limit %s"
+                             % (resources["requests"][resource], resources["limits"][resource])))
+        elif not is_overcommittable(resource) and limit != request:
+            problems.append(("requests", resource, "%s cannot be overcommitted: its request must equal its limit"
+                             % resource))
+    return problems
+
+
 def quantity_value(text: str) -> Decimal | None:
     """A quantity's value in base units, or None when it is not one."""
     m = QUANTITY.match(text) if isinstance(text, str) else None

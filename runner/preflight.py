@@ -14,6 +14,8 @@ from typing import Any, Iterator
 
 import yaml
 
+from mfargo.base import k8s_syntax
+
 from . import contain, dialect
 from .expr import DEPENDS, EXPRESSION, WHEN, ExprError, depends_tasks, parse
 from .model import WorkflowDoc, WorkflowError, template_type
@@ -75,9 +77,13 @@ def _check_tags(obj: Any, where: str) -> None:
 
 
 def _check_container(c: dict, where: str) -> None:
+    """``c`` as Argo runs it (templateDefaults merged in)."""
     if not c.get("command"):
         raise WorkflowError(f"{where}: container {c.get('name') or 'main'!r} has no command: the image's "
                             "entrypoint is unknown to the local runner")
+    for kind, resource, problem in k8s_syntax.resources_problems(c.get("resources")):
+        # The API server would refuse this pod: the run would fail on the cluster too.
+        raise WorkflowError(f"{where}: resources.{kind}.{resource}: {problem} (Kubernetes refuses the pod)")
 
 
 def _check_pod_spec_patch(patch: Any, where: str) -> None:

@@ -138,3 +138,32 @@ def test_mfargo_merges_every_example_as_argo_does():
         wt = next(d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "WorkflowTemplate")
         argo, ours = argo_merged(wt)
         assert ours == argo, path.name
+
+
+def test_a_pod_argo_would_get_with_a_request_above_its_limit_is_refused_by_the_backstop_and_mfargo_run(tmp_path):
+    """The YAML mfargo wrote before: Guaranteed resources in templateDefaults, a bigger step
+    stating only its requests. Argo merges the limits into it; the API server refuses the pod
+    ("must be less than or equal to cpu limit"). The compile-time backstop and `mfargo run`'s
+    preflight judge the merged pod, and both refuse it, naming the template."""
+    import copy
+
+    from flowtools import templates
+    from mfargo.base.validation import validate_documents
+    from mfargo.runner import preflight
+    from mfargo.runner.model import WorkflowDoc, WorkflowError
+
+    profiles = ["guaranteed", "guaranteed", "bigger", "guaranteed"]
+    flow = load_flow(write_flow(tmp_path, chain_flow("OldLeakFlow", profiles)))
+    wt = pipeline.documents(pipeline.compile_ir(flow, flow._graph, OPTIONS, flow_decorators(flow)))[0]
+    assert not list(validate_documents([wt]))
+    old = copy.deepcopy(wt)
+    guaranteed = templates(old)["start"]["container"]["resources"]
+    old["spec"]["templateDefaults"]["container"]["resources"] = guaranteed
+    for template in old["spec"]["templates"]:
+        if template.get("container", {}).get("resources") == guaranteed:
+            del template["container"]["resources"]
+    templates(old)["s2"]["container"]["resources"].pop("limits", None)
+    problems = [str(p) for p in validate_documents([old])]
+    assert any("s2" in p and "more than the limit" in p for p in problems), problems
+    with pytest.raises(WorkflowError, match=r"template 's2'.*requests.cpu.*more than the limit"):
+        preflight.check(WorkflowDoc(old))

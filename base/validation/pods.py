@@ -57,32 +57,6 @@ def check_pod_spec(doc: Doc, spec: dict, path: list, containers: list[tuple[list
         check_container(doc, container, cpath, names)
 
 
-def _check_resources(doc: Doc, resources: dict, path: list) -> None:
-    """Names, quantities, and requests against limits (ValidateResourceRequirements): a request
-    above its limit is refused, and a resource that cannot be overcommitted (extended ones,
-    hugepages) must be requested as much as it is limited."""
-    values: dict = {"requests": {}, "limits": {}}
-    for kind in values:
-        for resource, quantity in (get(resources, kind) or {}).items():
-            if not (_fixed(quantity) and _fixed(resource)) or isinstance(quantity, bool):
-                continue
-            # Extended resources (a domain other than kubernetes.io, e.g. nvidia.com/gpu) count whole units.
-            whole = "/" in resource and not resource.startswith("kubernetes.io/")
-            problem = k8s.container_resource_problem(resource) or k8s.quantity_problem(str(quantity), whole)
-            if problem:
-                doc.add(path + [kind, resource], problem)
-            else:
-                values[kind][resource] = k8s.quantity_value(str(quantity))
-    for resource, request in values["requests"].items():
-        limit = values["limits"].get(resource)
-        if limit is not None and request > limit:
-            doc.add(path + ["requests", resource], "the request is more than the limit (%s)"
-                    % resources["limits"][resource])
-        elif not k8s.is_overcommittable(resource) and limit != request:
-            doc.add(path + ["requests", resource], "%s cannot be overcommitted: its request must equal its limit"
-                    % resource)
-
-
 def _volume_names(doc: Doc, volumes: list) -> set | None:
     names: set = set()
     for vpath, volume in volumes:
@@ -121,7 +95,8 @@ def check_container(doc: Doc, c: dict, path: list, volumes: set | None) -> None:
         number = port.get("containerPort") if isinstance(port, dict) else None
         if type(number) is int and not 1 <= number <= 65535:
             doc.add(path + ["ports", i, "containerPort"], "%d is not a port (1-65535)" % number)
-    _check_resources(doc, get(c, "resources"), path + ["resources"])
+    for kind, resource, problem in k8s.resources_problems(get(c, "resources"), _fixed):
+        doc.add(path + ["resources", kind, resource], problem)
     paths: set = set()
     for i, mount in enumerate(c.get("volumeMounts") or []):
         if not isinstance(mount, dict):
