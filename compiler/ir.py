@@ -355,6 +355,16 @@ class Bundle:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Concurrency:
+    """How many runs of the deployed flow run at once (--max-concurrent-runs: Argo's semaphore;
+    runs beyond it wait, Pending), and what a schedule does while its last run still runs
+    (--schedule-concurrency-policy: the CronWorkflow's concurrencyPolicy)."""
+
+    max_runs: int | None = None
+    schedule_policy: str | None = None  # Allow | Forbid | Replace; None: Argo's default (Allow)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Deployment:
     """Everything beyond the WorkflowTemplate, read from flow decorators and create options."""
 
@@ -363,3 +373,4 @@ class Deployment:
     exit_hooks: tuple[ExitHook, ...] = ()
     notify: Notify = field(default_factory=Notify)
     bundle: Bundle = field(default_factory=Bundle)
+    concurrency: Concurrency = field(default_factory=Concurrency)

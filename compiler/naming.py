@@ -127,6 +127,14 @@ def sensor_name(template_name: str) -> str:
     return template_name.replace(".", "-")
 
 
+def concurrency_config_map_name(template_name: str) -> str:
+    """The ConfigMap holding how many runs of a WorkflowTemplate may run at once (its semaphore)."""
+    return "%s-concurrency" % template_name
+
+
+CONCURRENCY_KEY = "runs"  # the semaphore's key in that ConfigMap
+
+
 def template_name(step: str) -> str:
     """Argo template and DAG task name for a step (Argo names may not contain '_')."""
     if len(step) > MAX_ARGO_NAME:

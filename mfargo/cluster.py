@@ -33,7 +33,11 @@ PLURALS = {
     "Role": "roles",
     "RoleBinding": "rolebindings",
     "ServiceAccount": "serviceaccounts",
+    "ConfigMap": "configmaps",
 }
+# The core (v1) kinds a bundle may hold, by plural: CoreV1Api's name for each (its methods are
+# `<verb>_namespaced_<name>`).
+CORE_KINDS = {"configmaps": "config_map"}
 
 # Connect / read timeouts (seconds) of every request, and one retry of a failed connect:
 # an API server that does not answer is one line within 5 + 5 s (connect) or 15 s (read);
@@ -54,14 +58,23 @@ class Resource:
     version: str
     plural: str
 
+    @property
+    def core(self) -> bool:
+        """A core (v1) kind: CoreV1Api's, not a custom object."""
+        return not self.group
+
     @classmethod
     def of(cls, doc: dict) -> "Resource":
         api_version = doc.get("apiVersion", "")
         kind = doc.get("kind", "")
+        plural = PLURALS.get(kind, kind.lower() + "s")
+        if api_version == "v1" and plural in CORE_KINDS:
+            return cls("", "v1", plural)
         if "/" not in api_version:
-            raise ClusterError("cannot deploy %s %r: only API-group objects are supported" % (kind, api_version))
+            raise ClusterError("cannot deploy %s %r: only API-group objects and %s are supported"
+                               % (kind, api_version, ", ".join(sorted(CORE_KINDS))))
         group, version = api_version.split("/", 1)
-        return cls(group, version, PLURALS.get(kind, kind.lower() + "s"))
+        return cls(group, version, plural)
 
 
 WORKFLOW_TEMPLATES = Resource(ARGO_GROUP, ARGO_VERSION, "workflowtemplates")
@@ -170,9 +183,17 @@ class Cluster:
 
     # -- generic verbs --------------------------------------------------------------
 
+    def _core_verb(self, verb: str, res: Resource, *args) -> dict:
+        """``verb`` (read, create, replace, delete) of a core kind, through CoreV1Api; its answer as the API's JSON."""
+        what = "%s %s %s" % ({"read": "get"}.get(verb, verb), res.plural, args[0] if verb != "create" else "")
+        answer = self._call(what.strip(), "%s_namespaced_%s" % (verb, CORE_KINDS[res.plural]), *args, core=True)
+        return self._shared_client().sanitize_for_serialization(answer)
+
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict | None:
         """The object, or None if it does not exist."""
         try:
+            if res.core:
+                return self._core_verb("read", res, name, namespace or self.namespace)
             return self._call(
                 "get %s %s" % (res.plural, name), "get_namespaced_custom_object",
                 res.group, res.version, namespace or self.namespace, res.plural, name,
@@ -194,12 +215,16 @@ class Cluster:
 
     def create(self, res: Resource, body: dict, namespace: str | None = None) -> dict:
         name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName", "")
+        if res.core:
+            return self._core_verb("create", res, namespace or self.namespace, body)
         return self._call(
             "create %s %s" % (res.plural, name), "create_namespaced_custom_object",
             res.group, res.version, namespace or self.namespace, res.plural, body,
         )
 
     def replace(self, res: Resource, name: str, body: dict, namespace: str | None = None) -> dict:
+        if res.core:
+            return self._core_verb("replace", res, name, namespace or self.namespace, body)
         return self._call(
             "replace %s %s" % (res.plural, name), "replace_namespaced_custom_object",
             res.group, res.version, namespace or self.namespace, res.plural, name, body,
@@ -215,6 +240,9 @@ class Cluster:
     def delete(self, res: Resource, name: str, namespace: str | None = None) -> bool:
         """True if deleted, False if there was nothing to delete."""
         try:
+            if res.core:
+                self._core_verb("delete", res, name, namespace or self.namespace)
+                return True
             self._call(
                 "delete %s %s" % (res.plural, name), "delete_namespaced_custom_object",
                 res.group, res.version, namespace or self.namespace, res.plural, name,

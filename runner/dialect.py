@@ -84,6 +84,8 @@ TEMPLATE = fields(
 WORKFLOW_SPEC = fields(
     "entrypoint templates parallelism activeDeadlineSeconds serviceAccountName priority podGC podMetadata "
     "templateDefaults ttlStrategy workflowMetadata",
+    # How many runs of a deployment run at once: one run is all `mfargo run` has.
+    synchronization=fields(semaphores=Items(fields(configMapKeyRef=fields("name key")), "semaphore")),
     arguments=_parameters("arguments parameter", "value description"),
     hooks=Values(fields("template expression")),
 )

@@ -1,7 +1,7 @@
 """Intermediate representation -> hera objects, one module per Argo template kind.
 
 ``build`` returns the documents to emit, as plain dicts ready for ``emit``, in a fixed
-order: WorkflowTemplate, CronWorkflow, Sensor, Role, RoleBinding, Workflow.
+order: WorkflowTemplate, CronWorkflow, Sensor, ConfigMap, Role, RoleBinding, Workflow.
 """
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from __future__ import annotations
 from mfargo.compiler import ir
 from mfargo.compiler.constants import Api, Label
 
-from . import cron, emit, rbac, sensor, workflow
+from . import concurrency, cron, emit, rbac, sensor, workflow
 
 __all__ = ["build", "emit"]
 
 
 def build(wf: ir.Workflow) -> list[dict]:
-    docs = [workflow.build(wf), cron.build(wf), sensor.build(wf), *rbac.build(wf), run_workflow(wf)]
+    docs = [workflow.build(wf), cron.build(wf), sensor.build(wf), concurrency.config_map(wf), *rbac.build(wf),
+            run_workflow(wf)]
     return [d for d in docs if d is not None]
 
 

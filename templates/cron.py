@@ -38,6 +38,7 @@ def build(wf: ir.Workflow) -> dict | None:
             failed_jobs_history_limit=HISTORY_LIMIT,
             successful_jobs_history_limit=HISTORY_LIMIT,
             starting_deadline_seconds=STARTING_DEADLINE_SECONDS,
+            concurrency_policy=wf.deployment.concurrency.schedule_policy,
             workflow_spec=m.WorkflowSpec(
                 workflow_template_ref=m.WorkflowTemplateRef(name=wf.name),
                 service_account_name=wf.deployment.bundle.service_account,

@@ -10,7 +10,7 @@ from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import RUN_USER, Api, Label
 
-from . import common, dag, expr, gang_report, heartbeat, hooks, jobset, pod, pod_command, queue_watch, recursion, sensor, step
+from . import common, concurrency, dag, expr, gang_report, heartbeat, hooks, jobset, pod, pod_command, queue_watch, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:
@@ -48,6 +48,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
             ttl_strategy=_ttl_strategy(wf.cleanup),
             pod_gc=m.PodGC(strategy=wf.cleanup.pod_gc) if wf.cleanup.pod_gc else None,
             priority=wf.priority,
+            synchronization=concurrency.synchronization(wf),
             # --service-account: every run of the template (`trigger`, `argo submit --from`)
             # runs as the account the RoleBinding grants, not as the namespace's `default`.
             service_account_name=wf.deployment.bundle.service_account,

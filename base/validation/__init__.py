@@ -22,12 +22,12 @@ from .jobset import check_jobset
 from .report import Doc, drop_nulls, get
 from .schema import ARGO_KINDS, schemas
 
-LIGHT_KINDS = ("Role", "RoleBinding", "ServiceAccount", "Sensor")  # no schema shipped
+LIGHT_KINDS = ("Role", "RoleBinding", "ServiceAccount", "Sensor", "ConfigMap")  # no schema shipped
 MAX_PROBLEMS = 50  # per document
 
 
 def _check_light(doc: Doc, obj: dict) -> None:
-    """Role, RoleBinding, ServiceAccount, Sensor: no schema shipped, so only the envelope."""
+    """Role, RoleBinding, ServiceAccount, Sensor, ConfigMap: no schema shipped, so only the envelope."""
     for field in ("apiVersion", "kind"):
         if not isinstance(obj.get(field), str) or not obj.get(field):
             doc.add([field], "is required")
@@ -35,6 +35,9 @@ def _check_light(doc: Doc, obj: dict) -> None:
     if not isinstance(name, str) or not name:
         doc.add(["metadata", "name"], "is required")
     doc.labels(get(obj, "metadata"), ["metadata"])
+    for key, value in (obj.get("data") or {}).items():  # ConfigMap
+        if not (isinstance(key, str) and k8s_syntax.is_config_map_key(key)) or not isinstance(value, str):
+            doc.add(["data", key], "a ConfigMap's keys are [-._a-zA-Z0-9]+ and its values strings")
     for i, subject in enumerate(obj.get("subjects") or []):  # RoleBinding: the service account bound
         name = subject.get("name") if isinstance(subject, dict) else None
         if subject.get("kind") == "ServiceAccount" and not k8s_syntax.is_dns1123_subdomain(str(name)):

@@ -80,6 +80,12 @@ def _check_graph(obj):
                    "(v%d.%d or newer)." % versions.MIN_JOBSET)
 @click.option("--gang-priority-class", default=None, metavar="NAME",
               help="Kueue WorkloadPriorityClass of every gang step without @jobset(priority_class=...).")
+@click.option("--max-concurrent-runs", default=None, type=int, metavar="N",
+              help="At most N runs of the flow run at once; more wait (Pending) for one to end (Argo's semaphore, "
+                   "its limit in a ConfigMap the bundle brings).")
+@click.option("--schedule-concurrency-policy", default=None, type=click.Choice(["Allow", "Forbid", "Replace"]),
+              help="With @schedule: while the last scheduled run still runs, start another (Allow, Argo's default), "
+                   "skip this one (Forbid) or replace it (Replace).")
 @click.option("--workflow", "emit_workflow", is_flag=True, default=False,
               help="Also emit a `kind: Workflow` running the template (generateName: for `argo submit` "
                    "or `kubectl create`, which `kubectl apply` refuses).")
@@ -128,7 +134,7 @@ def _check_graph(obj):
               help="Write the workflow name to this file (Metaflow's Deployer API).")
 @click.pass_obj
 def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_namespace, max_workers,
-           workflow_timeout, workflow_priority, ttl_after_success, ttl_after_failure, pod_gc, argo_version, jobset_version, gang_priority_class, emit_workflow, service_account, check, graph, no_cache,
+           workflow_timeout, workflow_priority, ttl_after_success, ttl_after_failure, pod_gc, argo_version, jobset_version, gang_priority_class, max_concurrent_runs, schedule_concurrency_policy, emit_workflow, service_account, check, graph, no_cache,
            notify_on_error, notify_on_success, notify_slack_webhook_url_secret,
            notify_pager_duty_integration_key_secret, notify_incident_io_api_key_secret,
            incident_io_alert_source_config_id, incident_io_metadata, notify_image, notify_slack_webhook_url,
@@ -181,6 +187,7 @@ def create(obj, only_yaml, only_json, output_file, code_in_image, tags, user_nam
             workflow, (argo_version, jobset_version), emit_workflow, service_account, notify_on_error, notify_on_success,
             notify_slack_webhook_url_secret, notify_pager_duty_integration_key_secret, notify_image,
             (notify_incident_io_api_key_secret, incident_io_alert_source_config_id, incident_io_metadata),
+            (max_concurrent_runs, schedule_concurrency_policy),
         )
         # Text only (no deploying, no token stamped, no Deployer file): the cache may answer.
         cacheable = not (no_cache or deploying or deployment or deployer_attribute_file)

@@ -95,14 +95,16 @@ def _secret_ref(value, default_key: str, option: str):
 
 
 def with_deployment_options(workflow, target_versions, emit_workflow, service_account, on_error, on_success,
-                             slack_secret, pager_duty_secret, notify_image, incident_io=(None, None, ())):
+                             slack_secret, pager_duty_secret, notify_image, incident_io=(None, None, ()),
+                             concurrency=(None, None)):
     """Create options and Metaflow's Argo Events config -> workflow.deployment.
-    `target_versions`: (--argo-version, --jobset-version)."""
+    `target_versions`: (--argo-version, --jobset-version); `concurrency`: (--max-concurrent-runs,
+    --schedule-concurrency-policy)."""
     from metaflow import metaflow_config
 
     from mfargo.compiler import CompileError, rules
     from mfargo.base import versions
-    from mfargo.compiler.ir import Bundle, Notify
+    from mfargo.compiler.ir import Bundle, Concurrency, Notify
 
     if notify_image is not None:
         rules.image(None, None, notify_image, key="--notify-image")
@@ -139,10 +141,17 @@ def with_deployment_options(workflow, target_versions, emit_workflow, service_ac
             "service_account": getattr(metaflow_config, "ARGO_EVENTS_SERVICE_ACCOUNT", None),
         }
         triggers = replace(triggers, **{k: v for k, v in config.items() if v})
+    max_runs, schedule_policy = concurrency
+    if max_runs is not None:
+        rules.count(None, None, "--max-concurrent-runs", max_runs, minimum=1, maximum=rules.INT32_MAX)
+    if schedule_policy is not None and dep.schedule is None:
+        raise CompileError("--schedule-concurrency-policy: the flow has no @schedule, so no schedule starts runs")
     argo_version, jobset_version = target_versions
     bundle = Bundle(argo_version=argo_version, jobset_version=versions.jobset_version(jobset_version),
                     workflow=emit_workflow, service_account=service_account)
-    return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle))
+    return replace(workflow, deployment=replace(dep, notify=notify, triggers=triggers, bundle=bundle,
+                                                concurrency=Concurrency(max_runs=max_runs,
+                                                                        schedule_policy=schedule_policy)))
 
 
 def run_heartbeat(enabled: bool | None, metadata_type: str) -> bool:
