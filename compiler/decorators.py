@@ -52,6 +52,28 @@ KUBERNETES_ATTRIBUTES: dict[str, str] = {
     "hostname_resolution_timeout": "gang.placement.control_wait_seconds",  # a gang's workers only
     "executable": "executable",
 }
+# mfargo's @pod_spec (plugins/pod_spec_decorator.py): the pod fields @kubernetes lacks.
+POD_SPEC_ATTRIBUTES: dict[str, str] = {
+    "priority_class_name": "compute.priority_class_name",
+    "affinity": "compute.affinity",
+    "topology_spread_constraints": "compute.topology_spread_constraints",
+    "patch": "compute.pod_patch",
+}
+# Pod fields @pod_spec(patch=...) may not set: mfargo's contract (its containers, volumes,
+# restart policy, the gang's host names) or an attribute of their own that says it once.
+POD_PATCH_OWNED = {
+    "containers": "mfargo's container", "initContainers": "mfargo's container",
+    "ephemeralContainers": "mfargo's container", "volumes": "the volumes @kubernetes and mfargo mount",
+    "restartPolicy": "mfargo's retries", "activeDeadlineSeconds": "@timeout",
+    "serviceAccountName": "@kubernetes(service_account=...)", "serviceAccount": "@kubernetes(service_account=...)",
+    "automountServiceAccountToken": "mfargo's pods (a gang's ranks read their control's pod)",
+    "nodeSelector": "@kubernetes(node_selector=...)", "tolerations": "@kubernetes(tolerations=...)",
+    "imagePullSecrets": "@kubernetes(image_pull_secrets=...)", "affinity": "@pod_spec(affinity=...)",
+    "topologySpreadConstraints": "@pod_spec(topology_spread_constraints=...)",
+    "priorityClassName": "@pod_spec(priority_class_name=...)", "priority": "@pod_spec(priority_class_name=...)",
+    "subdomain": "a gang's host names", "hostname": "a gang's host names", "hostnameOverride": "a gang's host names",
+    "setHostnameAsFQDN": "a gang's host names",
+}
 RESOURCES_ATTRIBUTES: dict[str, str] = {
     "cpu": "compute.cpu",
     "memory": "compute.memory_mb",
@@ -154,7 +176,59 @@ def compute(step: str, decorators, default_image: str, namespace: str | None,
         tmpfs_tempdir=bool(attrs.get("tmpfs_tempdir", True)),  # truthy, as core reads it
         security_context=_security_context(step, attrs.get("security_context")),
         image_pull_secrets=tuple(pull_secrets),
+        **pod_spec(step, decorators),
     )
+
+
+def pod_spec(step: str, decorators) -> dict:
+    """@pod_spec's fields of ``ir.Compute``, as Kubernetes spells them (camelCase: label keys in
+    selectors are the user's), each checked against Kubernetes' PodSpec schema."""
+    deco = _find(decorators, "pod_spec")
+    if deco is None:
+        return {}
+    attrs = deco.attributes
+    out: dict = {}
+    name = attrs.get("priority_class_name")
+    if name:
+        rules.object_names(step, "pod_spec", "priority_class_name", [name] if isinstance(name, str) else [str(name)])
+        out["priority_class_name"] = name
+    fields = {}
+    if attrs.get("affinity"):
+        fields["affinity"] = _api_keys(step, rules.mapping(step, "pod_spec", "affinity", attrs["affinity"]),
+                                       "pod_spec", "affinity", camel=False)
+    spread = attrs.get("topology_spread_constraints")
+    if spread:
+        if not isinstance(spread, (list, tuple)):
+            raise CompileError("topology_spread_constraints must be a list, not %r" % (spread,), step, "pod_spec")
+        fields["topologySpreadConstraints"] = _api_keys(step, list(spread), "pod_spec", "topology_spread_constraints",
+                                                        camel=False)
+    patch = _api_keys(step, rules.mapping(step, "pod_spec", "patch", attrs.get("patch")), "pod_spec", "patch",
+                      camel=False)
+    for key in sorted(patch):
+        if key in POD_PATCH_OWNED:
+            raise CompileError("patch: %s is %s's, not the patch's" % (key, POD_PATCH_OWNED[key]), step, "pod_spec")
+    _schema_check(step, "pod_spec", {**patch, **fields})
+    if "affinity" in fields:
+        out["affinity"] = json.dumps(fields["affinity"], sort_keys=True)
+    if "topologySpreadConstraints" in fields:
+        out["topology_spread_constraints"] = json.dumps(fields["topologySpreadConstraints"], sort_keys=True)
+    if patch:
+        out["pod_patch"] = json.dumps(patch, sort_keys=True)
+    return out
+
+
+def _schema_check(step: str, decorator: str, fields: dict) -> None:
+    """Some fields of a pod's spec against Kubernetes' PodSpec schema: the first problem, in one line."""
+    if not fields:
+        return
+    from mfargo.base.validation.schema import pod_spec_errors
+
+    problems = pod_spec_errors(fields)
+    if problems:
+        path, message = min(problems, key=lambda p: (len(p[0]), p[1]))
+        where = "".join(".%s" % p if isinstance(p, str) else "[%d]" % p for p in path)
+        raise CompileError("%s: %s" % (where.lstrip(".") or "the pod's spec", " ".join(message.split())[:200]),
+                           step, decorator)
 
 
 def executable(step: str, decorators) -> str | None:
@@ -182,7 +256,7 @@ def _security_context(step: str, value) -> tuple:
         return ()  # the schema is loaded only for a context to check (a cached compile never loads it)
     from mfargo.base.validation.schema import definition_errors
 
-    context = _api_keys(step, context)
+    context = _api_keys(step, context, "kubernetes", "security_context")
     problems = definition_errors("io.k8s.api.core.v1.SecurityContext", context)
     if problems:
         path, message = min(problems, key=lambda p: (len(p[0]), p[1]))
@@ -191,15 +265,17 @@ def _security_context(step: str, value) -> tuple:
     return tuple(sorted(context.items()))
 
 
-def _api_keys(step: str, value):
-    """snake_case keys as the API's camelCase (run_as_user -> runAsUser), at every level."""
+def _api_keys(step: str, value, decorator: str, attribute: str, camel: bool = True):
+    """``value`` with string keys only (else refused), and with ``camel`` its snake_case keys as
+    the API's camelCase (run_as_user -> runAsUser), at every level; lists as lists."""
     if isinstance(value, dict):
         for key in value:
             if not isinstance(key, str):
-                raise CompileError("security_context has a key %r that is not a string" % (key,), step, "kubernetes")
-        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), k): _api_keys(step, v) for k, v in value.items()}
+                raise CompileError("%s has a key %r that is not a string" % (attribute, key), step, decorator)
+        return {(re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), k) if camel else k):
+                _api_keys(step, v, decorator, attribute, camel) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_api_keys(step, v) for v in value]
+        return [_api_keys(step, v, decorator, attribute, camel) for v in value]
     return value
 
 

@@ -110,6 +110,12 @@ class Compute:
     extended_resources: tuple[tuple[str, str], ...] = ()
     security_context: tuple[tuple[str, object], ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
+    # @pod_spec: Kubernetes' pod fields Metaflow does not model. The structured ones as canonical
+    # JSON text (sorted keys: one value the IR compares and keys the cache with).
+    priority_class_name: str | None = None
+    affinity: str | None = None  # JSON object
+    topology_spread_constraints: str | None = None  # JSON list
+    pod_patch: str | None = None  # JSON object: other fields of the pod's spec
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

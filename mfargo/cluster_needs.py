@@ -58,6 +58,8 @@ def _missing(cluster: Cluster, need, answers: dict) -> str | None:
             answers[where] = cluster.secret_keys(need.name, need.namespace)
         elif need.kind == "ServiceAccount":
             answers[where] = cluster.has_service_account(need.name, need.namespace) or None
+        elif need.kind == prerequisites.PRIORITY_CLASS:
+            answers[where] = cluster.get_cluster_scoped(Resource(*prerequisites.PRIORITY_CLASSES), need.name) or None
         elif need.kind in prerequisites.KUEUE_PLURALS:
             version = _kueue_version(cluster, answers)
             if version is None:
@@ -75,7 +77,8 @@ def _missing(cluster: Cluster, need, answers: dict) -> str | None:
             answers[where] = found or None
     if answers[where] is None:
         hint = {prerequisites.LOCAL_QUEUE: " (named by @jobset(queue=...))",
-                prerequisites.WORKLOAD_PRIORITY_CLASS: " (named by @jobset(priority_class=...))"}.get(need.kind, "")
+                prerequisites.WORKLOAD_PRIORITY_CLASS: " (named by @jobset(priority_class=...))",
+                prerequisites.PRIORITY_CLASS: " (named by @pod_spec(priority_class_name=...))"}.get(need.kind, "")
         return "no %s %s%s" % (need.kind, need.where, hint)
     if need.key and need.key not in answers[where]:
         return "%s %s/%s has no key %s" % (need.kind, need.namespace, need.name, need.key)

@@ -35,6 +35,10 @@ LOCAL_QUEUE = "LocalQueue"
 # the Workload of a JobSet naming a WorkloadPriorityClass that does not exist, so it never starts.
 WORKLOAD_PRIORITY_CLASS = "WorkloadPriorityClass"
 CLUSTER_SCOPED = "(cluster)"  # the namespace of a Need for a cluster-scoped object
+# The PriorityClass a pod names (@pod_spec(priority_class_name=...)): the API server refuses to
+# create a pod naming one that does not exist, so the step's pod never starts.
+PRIORITY_CLASS = "PriorityClass"
+PRIORITY_CLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
 # The ClusterQueue behind a LocalQueue: read to judge whether Kueue could ever admit the gang (mfargo.kueue_fit).
 CLUSTER_QUEUE = "ClusterQueue"
 KUEUE_PLURALS = {LOCAL_QUEUE: "localqueues", WORKLOAD_PRIORITY_CLASS: "workloadpriorityclasses",
@@ -47,7 +51,7 @@ KUEUE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # LocalQueue's API versions in Ku
 class Need:
     """An object that must exist: a Secret (with ``key``, when one is read), a ServiceAccount,
     an Argo Events EventBus/EventSource, a Kueue LocalQueue in ``namespace``, a Kueue
-    WorkloadPriorityClass (``namespace`` CLUSTER_SCOPED); or a served API kind (``namespace``
+    WorkloadPriorityClass or a PriorityClass (``namespace`` CLUSTER_SCOPED); or a served API kind (``namespace``
     empty, ``name`` = group/version, ``key`` = plural)."""
 
     kind: str
@@ -112,6 +116,8 @@ def _walk(node: Any, ns: str) -> Iterator[Need]:
     for key, value in node.items():
         if key == "serviceAccountName" and isinstance(value, str):
             yield from _named("ServiceAccount", ns, value)
+        elif key == "priorityClassName" and isinstance(value, str):
+            yield from _named(PRIORITY_CLASS, CLUSTER_SCOPED, value)
         elif key == "secretKeyRef" and isinstance(value, dict) and not value.get("optional"):
             yield from _named("Secret", ns, value.get("name"), value.get("key") or "")
         elif key == "secretRef" and isinstance(value, dict) and not value.get("optional"):

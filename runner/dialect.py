@@ -70,7 +70,8 @@ CONTAINER = fields(
 TERMINAL_STATE = OneOf(pattern=r"status\.terminalState == \w+", shown="status.terminalState == <state>")
 ARGUMENTS = _parameters("arguments parameter", "value")
 TEMPLATE = fields(
-    "name metadata activeDeadlineSeconds serviceAccountName nodeSelector tolerations podSpecPatch daemon",
+    "name metadata activeDeadlineSeconds serviceAccountName nodeSelector tolerations podSpecPatch daemon "
+    "priorityClassName affinity",  # where the pod runs: nothing to a local run
     container=CONTAINER,
     dag=fields(tasks=Items(fields("name template depends when withParam", arguments=ARGUMENTS), "task")),
     steps=Items(Items(fields("name template when", arguments=ARGUMENTS), "step")),

@@ -21,9 +21,10 @@ from .expr import DEPENDS, EXPRESSION, WHEN, ExprError, depends_tasks, parse
 from .model import WorkflowDoc, WorkflowError, template_type
 from .substitute import TAG_RE
 
-# The pod fields mfargo's podSpecPatch holds (templates/common.py pod_spec_patch). Each is a
-# no-op here: imagePullSecrets only matter to a kubelet pulling an image.
-POD_SPEC_PATCH_FIELDS = ("imagePullSecrets",)
+# The pod fields of mfargo's podSpecPatch (templates/pod.py) the local runner can ignore: pull
+# secrets only matter to a kubelet pulling an image, spread constraints to a scheduler placing
+# pods. @pod_spec(patch=...)'s fields change how a pod runs: refused.
+POD_SPEC_PATCH_FIELDS = ("imagePullSecrets", "topologySpreadConstraints")
 # The simple tags mfargo writes (a name is [\w-]+): anything else, e.g. Argo's
 # {{workflow.creationTimestamp.Y}} or {{item.key}}, is refused.
 SIMPLE_TAGS = re.compile(r"""\s*(workflow\.(name|namespace|status) | retries | item

@@ -46,12 +46,12 @@ STEP, START = "step", "start"
 _IMAGE = ("image", "image_pull_policy", "image_pull_secrets")
 _PULL = _IMAGE[1:]
 _ACCOUNT = ("service_account",)
-_PLACEMENT = ("node_selector", "tolerations", "security_context")
+_PLACEMENT = ("node_selector", "tolerations", "security_context", "priority_class_name", "affinity")
 _SECRETS = ("secrets",)
 _SIZE = ("cpu", "memory_mb", "disk_mb", "gpu", "gpu_vendor", "qos", "extended_resources")
 _STORAGE = ("shared_memory_mb", "persistent_volume_claims", "tmpfs_size_mb", "tmpfs_path", "tmpfs_tempdir")
 _METADATA = ("labels", "annotations")
-_OWN = ("port", *_METADATA)
+_OWN = ("port", *_METADATA, "topology_spread_constraints", "pod_patch")
 
 
 def _from(source: str, *groups: tuple[str, ...]) -> dict[str, str]:
@@ -164,8 +164,10 @@ def argo_template(pod: Pod, *, annotations: dict | None = None, **template) -> m
         service_account_name=compute.service_account,
         node_selector=dict(compute.node_selector) or None,
         tolerations=_tolerations(compute),
-        # Argo's template has no imagePullSecrets field of its own.
-        pod_spec_patch=_pull_secrets_patch(compute),
+        priority_class_name=compute.priority_class_name,
+        affinity=json.loads(compute.affinity) if compute.affinity else None,
+        # Argo's template has no field of its own for these.
+        pod_spec_patch=_pod_spec_patch(compute),
         volumes=vols or None,
         container=_container(pod, volume_env, mounts, resources),
     )
@@ -182,8 +184,12 @@ def jobset_pod(pod: Pod, subdomain: str, labels: dict, annotations: dict) -> dic
             "nodeSelector": dict(compute.node_selector) or None,
             "tolerations": _tolerations(compute),
             "imagePullSecrets": _pull_secrets(compute),
+            "priorityClassName": compute.priority_class_name,
+            "affinity": json.loads(compute.affinity) if compute.affinity else None,
+            "topologySpreadConstraints": _spread(compute),
             "volumes": vols or None,
             "containers": [_container(pod, volume_env, mounts, pod.resources)]}
+    spec.update(json.loads(compute.pod_patch) if compute.pod_patch else {})
     return {"metadata": {"labels": labels, "annotations": annotations},
             "spec": {k: v for k, v in spec.items() if v is not None}}
 
@@ -281,6 +287,14 @@ def _pull_secrets(compute: ir.Compute) -> list | None:
     return [{"name": s} for s in compute.image_pull_secrets] or None
 
 
-def _pull_secrets_patch(compute: ir.Compute) -> str | None:
-    secrets = _pull_secrets(compute)
-    return json.dumps({"imagePullSecrets": secrets}, sort_keys=True) if secrets else None
+def _spread(compute: ir.Compute) -> list | None:
+    return json.loads(compute.topology_spread_constraints) if compute.topology_spread_constraints else None
+
+
+def _pod_spec_patch(compute: ir.Compute) -> str | None:
+    """The pod fields an Argo template has none of (pull secrets, spread constraints, @pod_spec's
+    patch) as Argo's podSpecPatch: JSON, merged into the pod Argo builds."""
+    patch = {"imagePullSecrets": _pull_secrets(compute), "topologySpreadConstraints": _spread(compute)}
+    patch = {k: v for k, v in patch.items() if v}
+    patch.update(json.loads(compute.pod_patch) if compute.pod_patch else {})
+    return json.dumps(patch, sort_keys=True) if patch else None

@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from clustertools import ON_EVERY_ARGO, failed_nodes, kubectl
+from clustertools import failed_nodes, kubectl
 from test_cluster_deploy import RUN_TIMEOUT, deployed, start, succeeded, unique
 
 pytestmark = pytest.mark.cluster
@@ -148,7 +148,6 @@ def core_deploy(env: dict, flow, name: str) -> list[dict]:
     return docs
 
 
-@ON_EVERY_ARGO
 def test_stored_pods_are_what_each_step_asked_for_and_what_core_gives_it(cluster_env, tmp_path):
     env = cluster_env
     ns = env["METAFLOW_KUBERNETES_NAMESPACE"]
@@ -187,3 +186,75 @@ def test_stored_pods_are_what_each_step_asked_for_and_what_core_gives_it(cluster
                 input=json.dumps({"apiVersion": "v1", "kind": "List", "items": core_docs}))
         kubectl(env, "delete", "jobsets", "-n", ns, "-l", "workflows.argoproj.io/workflow=" + core_run,
                 "--ignore-not-found", "--wait=false", check=False)
+
+
+PLACED = '''
+from metaflow import FlowSpec, current, kubernetes, parallel, pod_spec, step
+
+PLACEMENT = dict(
+    priority_class_name=%(priority)r,
+    affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+    topology_spread_constraints=[{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                  "whenUnsatisfiable": "ScheduleAnyway",
+                                  "labelSelector": {"matchLabels": {"pods-test": "spread"}}}],
+)
+
+
+class PlacedFlow(FlowSpec):
+    @kubernetes(cpu=0.2, memory=300, labels={"pods-test": "spread"})
+    @pod_spec(**PLACEMENT)
+    @step
+    def start(self):
+        self.next(self.train, num_parallel=2)
+
+    @kubernetes(cpu=0.2, memory=300, labels={"pods-test": "spread"})
+    @pod_spec(**PLACEMENT)
+    @parallel
+    @step
+    def train(self):
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    PlacedFlow()
+'''
+
+
+def test_a_priority_class_an_affinity_and_a_spread_constraint_are_in_the_stored_pods(cluster_env, tmp_path):
+    env = cluster_env
+    priority = unique("pods-test-priority")
+    kubectl(env, "create", "-f", "-", input=json.dumps(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": priority},
+         "value": 4242, "description": "tests/test_cluster_pods.py"}))
+    try:
+        flow = tmp_path / "placed_flow.py"
+        flow.write_text(textwrap.dedent(PLACED % {"priority": priority}).lstrip())
+        name = unique("placed")
+        with deployed(env, flow, name, "--pod-gc", "Never") as runs:
+            run = start(env, flow, name, runs).removeprefix("argo-")
+            succeeded(env, "argo-" + run)
+            pods = run_pods(env, run)
+        for step in ("start", "train"):
+            assert len(pods[step]) == {"start": 1, "train": 2}[step]
+            for pod in pods[step]:
+                spec = pod["spec"]
+                assert (spec["priorityClassName"], spec["priority"]) == (priority, 4242), step
+                terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["linux"], step
+                [spread] = spec["topologySpreadConstraints"]
+                assert (spread["topologyKey"], spread["labelSelector"]) == (
+                    "kubernetes.io/hostname", {"matchLabels": {"pods-test": "spread"}}), step
+        for step in ("join", "end"):
+            assert "priorityClassName" not in pods[step][0]["spec"] or \
+                pods[step][0]["spec"]["priorityClassName"] != priority, step
+    finally:
+        kubectl(env, "delete", "priorityclass", priority, "--ignore-not-found", check=False)

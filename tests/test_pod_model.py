@@ -46,6 +46,10 @@ OTHER = {
     "tmpfs_path": "/scratch",
     "tmpfs_tempdir": False,
     "extended_resources": (("vpc.amazonaws.com/efa", "2"),),
+    "priority_class_name": "high",
+    "affinity": '{"nodeAffinity": {}}',
+    "topology_spread_constraints": '[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]',
+    "pod_patch": '{"runtimeClassName": "gvisor"}',
     "security_context": (("runAsUser", 1000),),
     "image_pull_secrets": ("regcred",),
 }

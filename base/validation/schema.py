@@ -219,6 +219,22 @@ def definition_errors(name: str, instance: Any) -> list[tuple[list, str]]:
     return [(list(e.absolute_path), e.message) for e in checker.validator.iter_errors(instance)]
 
 
+def pod_spec_errors(fields: dict) -> list[tuple[list, str]]:
+    """(path, message) of each way ``fields``, some fields of a pod's spec, break Kubernetes'
+    PodSpec schema: the one the default JobSet release's CRD embeds (Argo's schema has none)."""
+    checker = _pod_spec_checker()
+    return [(list(e.absolute_path), e.message) for e in checker.validator.iter_errors(fields)]
+
+
+@functools.lru_cache(maxsize=None)
+def _pod_spec_checker() -> Checker:
+    node = json.loads(jobset_release(DEFAULT_JOBSET_VERSION).read_text())
+    _close(node)
+    for key in ("spec", "replicatedJobs", None, "template", "spec", "template", "spec"):
+        node = node["items"] if key is None else node["properties"][key]
+    return Checker({k: v for k, v in node.items() if k != "required"}, list_types=True)  # a part of a spec
+
+
 @functools.lru_cache(maxsize=None)
 def schemas(argo_version: str = DEFAULT_ARGO_VERSION, jobset_version: str = DEFAULT_JOBSET_VERSION) -> Schemas:
     """Built on the first call for each pair of versions only."""

@@ -7,6 +7,7 @@ CLIS_DESC = [("argo-workflows", "mfargo.metaflow_cli.argo_cli.cli")]
 STEP_DECORATORS_DESC = [
     ("mfargo_internal", ".pod_hooks.MfargoInternalDecorator"),
     ("jobset", ".jobset_decorator.JobSetDecorator"),
+    ("pod_spec", ".pod_spec_decorator.PodSpecDecorator"),
     ("gang_catch", ".gang_catch.GangCatchDecorator"),
 ]
 # Metaflow's Deployer API (`Deployer(...).argo_workflows()`) drives mfargo's commands.
