@@ -20,7 +20,8 @@ import textwrap
 import pytest
 
 from clustertools import failed_nodes, kubectl
-from test_cluster_deploy import RUN_TIMEOUT, deployed, start, succeeded, unique
+from flowtools import gang_flow
+from test_cluster_deploy import deployed, start, succeeded, unique
 
 pytestmark = pytest.mark.cluster
 
@@ -188,45 +189,13 @@ def test_stored_pods_are_what_each_step_asked_for_and_what_core_gives_it(cluster
                 "--ignore-not-found", "--wait=false", check=False)
 
 
-PLACED = '''
-from metaflow import FlowSpec, current, kubernetes, parallel, pod_spec, step
-
-PLACEMENT = dict(
-    priority_class_name=%(priority)r,
-    affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
-    topology_spread_constraints=[{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                  "whenUnsatisfiable": "ScheduleAnyway",
-                                  "labelSelector": {"matchLabels": {"pods-test": "spread"}}}],
-)
-
-
-class PlacedFlow(FlowSpec):
-    @kubernetes(cpu=0.2, memory=300, labels={"pods-test": "spread"})
-    @pod_spec(**PLACEMENT)
-    @step
-    def start(self):
-        self.next(self.train, num_parallel=2)
-
-    @kubernetes(cpu=0.2, memory=300, labels={"pods-test": "spread"})
-    @pod_spec(**PLACEMENT)
-    @parallel
-    @step
-    def train(self):
-        self.next(self.join)
-
-    @step
-    def join(self, inputs):
-        self.next(self.end)
-
-    @step
-    def end(self):
-        pass
-
-
-if __name__ == "__main__":
-    PlacedFlow()
-'''
+# Every pod of `start` and of the gang `train`: a priority class, a node affinity, a spread.
+PLACEMENT = ('@kubernetes(cpu=0.2, memory=300, labels={"pods-test": "spread"})\n'
+             '@pod_spec(priority_class_name=%(priority)r, affinity={"nodeAffinity": {'
+             '"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": ['
+             '{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}}, '
+             'topology_spread_constraints=[{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", '
+             '"whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"pods-test": "spread"}}}])')
 
 
 def test_a_priority_class_an_affinity_and_a_spread_constraint_are_in_the_stored_pods(cluster_env, tmp_path):
@@ -237,7 +206,8 @@ def test_a_priority_class_an_affinity_and_a_spread_constraint_are_in_the_stored_
          "value": 4242, "description": "tests/test_cluster_pods.py"}))
     try:
         flow = tmp_path / "placed_flow.py"
-        flow.write_text(textwrap.dedent(PLACED % {"priority": priority}).lstrip())
+        placement = PLACEMENT % {"priority": priority}
+        flow.write_text(gang_flow("PlacedFlow", decorators=placement, start_decorators=placement))
         name = unique("placed")
         with deployed(env, flow, name, "--pod-gc", "Never") as runs:
             run = start(env, flow, name, runs).removeprefix("argo-")
