@@ -10,7 +10,7 @@ from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo.compiler import ir, naming
 from mfargo.compiler.constants import RUN_USER, Api, Label
 
-from . import common, concurrency, dag, expr, gang_report, heartbeat, hooks, jobset, pod, pod_command, queue_watch, recursion, sensor, step
+from . import common, concurrency, dag, expr, gang_report, heartbeat, hooks, jobset, pod_command, queue_watch, recursion, sensor, step
 
 
 def build(wf: ir.Workflow) -> m.WorkflowTemplate:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from k8s_fake import kube  # noqa: F401 - fixture
-from test_cluster_cli import FLOW, Env, one_line_error
+from test_cluster_cli import Env, one_line_error
 from test_cluster_deployer import deployer_env  # noqa: F401 - fixture
 
 from flowtools import compile_source, linear_flow
