@@ -132,7 +132,7 @@ spec:
      "template 'bad': outputs.artifacts is not supported by the local runner"),
     ("  - name: bad\n    podSpecPatch: '{\"hostNetwork\": true}'\n    container: {image: bash, command: [true]}\n",
      "template 'bad': podSpecPatch field 'hostNetwork' is not supported by the local runner (mfargo writes "
-     "only imagePullSecrets)"),
+     "only imagePullSecrets, topologySpreadConstraints)"),
     ("  - name: bad\n    synchronization: {mutex: {name: m}}\n    container: {image: bash, command: [true]}\n",
      "template 'bad': synchronization is not supported by the local runner"),
     ("  - name: bad\n    daemon: true\n    dag: {tasks: [{name: a, template: ok}]}\n",

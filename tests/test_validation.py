@@ -205,11 +205,14 @@ def test_nulls_and_int_or_string():
 def test_light_kinds_and_unknown_kind():
     sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "argo-workflow"}}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {}, "rules": []}
-    odd = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
-    problems = validate_documents([sa, role, odd])
-    assert len(problems) == 2, problems
+    odd = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}
+    limit = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y"}, "data": {"runs": 2, "a b": "1"}}
+    problems = validate_documents([sa, role, odd, limit])
+    assert len(problems) == 4, problems
     assert problems[0].startswith("Role/document-1: metadata.name: is required")
-    assert "ConfigMap/x: kind: 'ConfigMap' is not a kind mfargo emits" in problems[1]
+    assert "Secret/x: kind: 'Secret' is not a kind mfargo emits" in problems[1]
+    assert problems[2:] == ["ConfigMap/y: data.runs: a ConfigMap's keys are [-._a-zA-Z0-9]+ and its values strings",
+                            "ConfigMap/y: data.a b: a ConfigMap's keys are [-._a-zA-Z0-9]+ and its values strings"]
 
 
 @pytest.mark.parametrize("expr", ["a == b", "a=b,c!=d", "a.b.0.c > 3", "x in (a, b)", "x notin (a)", "!a", "a"])
