@@ -135,6 +135,11 @@ class Label:
     CRON: Final = "metaflow/cron"
     TRIGGERS: Final = "metaflow/triggers"
     TRIGGERED_BY_EVENTS: Final = "metaflow/triggered_by"  # on a run the Sensor starts
+    # What names the WorkflowTemplate a run was made from (mfargo.cluster.runs_of).
+    WORKFLOW_TEMPLATE: Final = "workflows.argoproj.io/workflow-template"  # Argo >= 4.1; `trigger` sets it too
+    CRON_WORKFLOW: Final = "workflows.argoproj.io/cron-workflow"  # on a CronWorkflow's runs
+    SENSOR: Final = "events.argoproj.io/sensor"  # on what an Argo Events trigger creates
+    SENSOR_TRIGGER: Final = "events.argoproj.io/trigger"
     NOTIFY_ON_ERROR: Final = "metaflow/notify_on_error"
     NOTIFY_ON_SUCCESS: Final = "metaflow/notify_on_success"
     METAFLOW: Final = "metaflow"

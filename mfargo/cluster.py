@@ -18,6 +18,7 @@ from typing import Any, Iterator
 from mfargo import api_guard
 from mfargo.api_guard import server_of, without_credentials
 from mfargo.base.errors import UserError
+from mfargo.compiler.constants import Label
 
 ARGO_GROUP = "argoproj.io"
 ARGO_VERSION = "v1alpha1"
@@ -76,6 +77,21 @@ class Resource:
         group, version = api_version.split("/", 1)
         return cls(group, version, plural)
 
+
+# The labels that name the WorkflowTemplate a run (Workflow) was made from, each with the
+# template's name as its value (Cluster.runs_of):
+# - Argo's controller puts TEMPLATE_LABEL on every Workflow with a workflowTemplateRef from
+#   Argo 4.1 on (argo-workflows#12677); before that only `argo submit --from` did, so
+#   mfargo's `trigger` and `resume` set it themselves (mfargo.deploy);
+# - Argo puts CRON_LABEL on a CronWorkflow's runs, with the CronWorkflow's name (which mfargo
+#   gives the template's);
+# - Argo Events' k8s trigger puts SENSOR_TRIGGER_LABEL on what it creates, with the trigger's
+#   name (mfargo names its Sensor's trigger after the template), and SENSOR_LABEL.
+TEMPLATE_LABEL = Label.WORKFLOW_TEMPLATE
+CRON_LABEL = Label.CRON_WORKFLOW
+SENSOR_TRIGGER_LABEL = Label.SENSOR_TRIGGER
+SENSOR_LABEL = Label.SENSOR
+RUN_TEMPLATE_LABELS = (TEMPLATE_LABEL, CRON_LABEL, SENSOR_TRIGGER_LABEL)
 
 WORKFLOW_TEMPLATES = Resource(ARGO_GROUP, ARGO_VERSION, "workflowtemplates")
 WORKFLOWS = Resource(ARGO_GROUP, ARGO_VERSION, "workflows")
@@ -253,12 +269,17 @@ class Cluster:
                 return False
             raise
 
-    def list(self, res: Resource, namespace: str | None = None, page_size: int = 100) -> Iterator[dict]:
+    def list(self, res: Resource, namespace: str | None = None, page_size: int = 100,
+             label_selector: str | None = None) -> Iterator[dict]:
+        """Every object, page by page (``limit``/``continue``: no one answer holds them all);
+        only those matching ``label_selector`` when given (the API server filters)."""
         token = None
         while True:
             kwargs: dict[str, Any] = {"limit": page_size}
             if token:
                 kwargs["_continue"] = token
+            if label_selector:
+                kwargs["label_selector"] = label_selector
             page = self._call(
                 "list %s" % res.plural, "list_namespaced_custom_object",
                 res.group, res.version, namespace or self.namespace, res.plural, **kwargs,
@@ -307,6 +328,20 @@ class Cluster:
         """Create a Workflow from the WorkflowTemplate ``template``; returns the created object."""
         body = workflow_body(template, parameters, annotations, labels)
         return self.create(WORKFLOWS, body)
+
+    def runs_of(self, template: str) -> list[dict]:
+        """Every Workflow made from the WorkflowTemplate ``template`` (by reference), in no order.
+
+        Found by the labels naming the template, so only its runs are read, whatever else the
+        namespace holds; one list per label (a selector cannot say "this or that"). A label
+        holds only a name, so each run's ``workflowTemplateRef`` is checked too."""
+        found: dict[str, dict] = {}
+        for key in RUN_TEMPLATE_LABELS:
+            for wf in self.list(WORKFLOWS, label_selector="%s=%s" % (key, template)):
+                ref = (wf.get("spec") or {}).get("workflowTemplateRef") or {}
+                if ref.get("name") == template and not ref.get("clusterScope"):
+                    found[wf["metadata"]["name"]] = wf
+        return list(found.values())
 
     def get_workflow(self, name: str) -> dict | None:
         return self.get(WORKFLOWS, name)

@@ -8,14 +8,16 @@ compiles never load the kubernetes client. Failures are `DeployError` / `Cluster
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
-from mfargo import owners, tokens
-from mfargo.cluster import CRON_WORKFLOWS, JOBSETS, SENSORS, WORKFLOW_TEMPLATES, Cluster, ClusterError, Resource
+from mfargo import owners, runs, tokens
+from mfargo.cluster import (CRON_WORKFLOWS, JOBSETS, SENSORS, TEMPLATE_LABEL, WORKFLOW_TEMPLATES, Cluster,
+                            ClusterError, Resource)
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
 from mfargo.base.errors import UserError
@@ -306,6 +308,8 @@ def _submit(target: Target, parameters: dict[str, str], identity: str) -> str:
     created = target.cluster.submit(
         target.name, parameters,
         annotations={Label.TRIGGERED_BY: json.dumps({"type": kind, "name": who or "unknown"})},
+        # What Argo 4.1+ labels it with anyway; `list-runs` finds it by it on older Argo too.
+        labels={TEMPLATE_LABEL: target.name},
     )
     return naming.run_id(created["metadata"]["name"])
 
@@ -395,6 +399,17 @@ def terminate(target: Target, name: str, echo: Callable[[str], Any]) -> None:
     if not stopped:
         echo("Run argo-%s was still stopping after %d s: a JobSet it creates from now on stays until the run "
              "is deleted." % (name, STOP_WAIT_SECONDS))
+
+
+def list_runs(target: Target, phases: tuple[str, ...], limit: int,
+              now: datetime.datetime | None = None) -> list[runs.Run]:
+    """The deployed workflow's runs (``mfargo.runs.Run``), newest first: at most ``limit``, only
+    in ``phases`` if any. The workflow must be deployed: a misspelt --name or --branch is an
+    error, not an empty list."""
+    phases, limit = runs.checked_phases(phases), runs.checked_limit(limit)
+    _require_deployed(target)
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return runs.listed(target.cluster.runs_of(target.name), phases, limit, now)
 
 
 def run_status(phase: str | None, metaflow_knows_run: bool) -> str:

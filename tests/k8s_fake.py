@@ -11,7 +11,8 @@ By default it serves Argo Workflows', Argo Events' and JobSet's kinds (``served`
 group/version to play a cluster without that CRD).
 
 It keeps objects in memory (resourceVersion, generateName, 409 on an existing name or a
-stale resourceVersion, JSON merge patch, list with limit/continue) and records every
+stale resourceVersion, JSON merge patch, list with limit/continue and a labelSelector's
+equality and existence terms) and records every
 request as the client really sent it, so tests assert on method, path, headers and body.
 ``fail(...)`` makes the next matching requests (or those after the first N) answer with an error Status;
 ``stall(...)`` carries them out but answers late.
@@ -223,7 +224,8 @@ class FakeKube:
                                    for plural, kind in sorted(kinds.items())]}
 
     def _list(self, key, query):
-        items = [o for k, o in sorted(self.objects.items()) if k[:4] == key]
+        items = [o for k, o in sorted(self.objects.items()) if k[:4] == key
+                 and matches(query.get("labelSelector"), (o.get("metadata") or {}).get("labels") or {})]
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(items) or 1
         page = items[start:start + limit]
@@ -254,6 +256,25 @@ class FakeKube:
             obj["status"] = old["status"]  # status is a subresource: PUT/PATCH of the object keeps it
         self.objects[key + (name,)] = obj
         return obj
+
+
+def matches(selector: str | None, labels: dict) -> bool:
+    """Does a label selector's equality/existence form (``a=b,c!=d,e,!f``) select ``labels``?
+    No selector selects everything."""
+    for term in filter(None, (t.strip() for t in (selector or "").split(","))):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            ok = labels.get(k.strip()) != v.strip()
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            ok = labels.get(k.strip()) == v.strip()
+        elif term.startswith("!"):
+            ok = term[1:].strip() not in labels
+        else:
+            ok = term in labels
+        if not ok:
+            return False
+    return True
 
 
 def merge_patch(target, patch):

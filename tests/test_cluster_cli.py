@@ -1,6 +1,7 @@
 """`python flow.py argo-workflows create|trigger|status|terminate|suspend|unsuspend|delete|
 list-workflow-templates` against the loopback fake Kubernetes API, asserting on the
-requests really sent, production tokens, and one-line errors (exit 1, no traceback)."""
+requests really sent, production tokens, and one-line errors (exit 1, no traceback);
+and `list-runs` on the real engine (marked `cluster`; tests/test_list_runs.py has the rest)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from flowtools import clean_env
+from clustertools import flow_cmd, wait_workflow
+from flowtools import clean_env, linear_flow
 from k8s_fake import kube  # noqa: F401 - fixture
+from test_cluster_deploy import RUN_TIMEOUT, SMALL_STEPS, deployed, start, unique
 
 NS = "/namespaces/ns1"
 FLOW = '''
@@ -367,3 +371,36 @@ def test_resume_starts_a_run_with_the_origin_and_its_parameters(env, kube):  # n
     [post] = kube.calls("POST")
     assert {p["name"]: p["value"] for p in post.body["spec"]["arguments"]["parameters"]} == {
         "mfargo-origin-run-id": origin_id, "mfargo-resume-step": ""}
+
+
+# -- list-runs on the cluster ------------------------------------------------------------------------
+
+MAYBE_FAILS = linear_flow("MaybeFailsFlow", 'if self.fail:\n    raise Exception("asked to fail")',
+                          members='fail = Parameter("fail", default=False, type=bool)')
+
+
+@pytest.mark.cluster
+def test_list_runs_on_the_cluster(cluster_env, tmp_path):
+    """On the real engine, `list-runs` finds a deployment's runs (by the label `trigger` puts on
+    them, whichever Argo release runs), newest first, with Argo's final phases; --status filters."""
+    flow = tmp_path / "maybe_fails.py"
+    flow.write_text(MAYBE_FAILS)
+    env = {**cluster_env, "METAFLOW_DECOSPECS": SMALL_STEPS}
+    name = unique("list-runs")
+
+    def list_runs(*args: str) -> list[dict]:
+        return json.loads(flow_cmd(env, flow, "argo-workflows", "--name", name, "list-runs", "--json", *args).stdout)
+
+    with deployed(env, flow, name) as runs:
+        succeeding = start(env, flow, name, runs)
+        time.sleep(1)  # creation times have whole seconds: the second run is the newer one
+        failing = start(env, flow, name, runs, "--fail", "True")
+        finished = {run_id: wait_workflow(env, run_id, timeout=RUN_TIMEOUT)["status"] for run_id in runs}
+        assert {r: status["phase"] for r, status in finished.items()} == {succeeding: "Succeeded", failing: "Failed"}
+        listed = list_runs()
+        assert [(r["run_id"], r["status"], r["trigger"]) for r in listed] == [
+            (failing, "Failed", "manual"), (succeeding, "Succeeded", "manual")]
+        assert [(r["started_at"], r["finished_at"]) for r in listed] == [
+            (finished[r]["startedAt"], finished[r]["finishedAt"]) for r in (failing, succeeding)]
+        assert all(r["duration_seconds"] >= 0 for r in listed)
+        assert [r["run_id"] for r in list_runs("--status", "Failed")] == [failing]

@@ -1,5 +1,5 @@
 """The `argo-workflows` commands that act on a deployed workflow and its runs: `trigger`, `resume`,
-`status`, `terminate`, `suspend`, `unsuspend`, `delete`, `list-workflow-templates`.
+`status`, `terminate`, `suspend`, `unsuspend`, `delete`, `list-workflow-templates`, `list-runs`.
 
 They behave like Metaflow's own; run ids are `argo-<Workflow name>`. Only options and output
 live here; the work is `mfargo.deploy`'s. `argo_cli` adds these to its group (COMMANDS).
@@ -159,6 +159,39 @@ def list_workflow_templates(obj, all_=False):
         click.echo(name)
 
 
+@click.command(name="list-runs",
+               help="List the runs of the deployed workflow on Argo Workflows, newest first: run id, status "
+                    "(Argo's phase), start (UTC), duration (so far, for a run still going) and what started it "
+                    "(manual, schedule, event, resume). The workflow is this flow's, named as `trigger` names it: "
+                    "with @project, Metaflow's --branch or --production (before `argo-workflows`) picks the "
+                    "branch's. Only runs still in the cluster are listed (a TTL, or `argo delete`, removes them).")
+@click.option("--status", multiple=True, type=str, metavar="PHASE",
+              help="Only runs in this phase: Pending, Running, Succeeded, Failed or Error (repeat for several).")
+@click.option("--limit", default=100, type=int, show_default=True, metavar="N",
+              help="At most this many runs (the newest).")
+@click.option("--json", "as_json", is_flag=True, default=False,
+              help="Print a JSON list of objects (run_id, status, started_at, finished_at, duration, "
+                   "duration_seconds, trigger) instead of the table.")
+@click.option("--deployer-attribute-file", default=None, hidden=True,
+              help="Write the runs, the flow and its metadata to this file (Metaflow's Deployer API).")
+@click.pass_obj
+@_one_line
+def list_runs(obj, status=(), limit=100, as_json=False, deployer_attribute_file=None):
+    from mfargo import deploy
+
+    rows = deploy.list_runs(_target(obj), tuple(status), limit)
+    if deployer_attribute_file:
+        with open(deployer_attribute_file, "w") as f:
+            json.dump({"flow": obj.flow.name, "metadata": obj.metadata.metadata_str(),
+                       "runs": [r.as_json() for r in rows]}, f)
+    if as_json:
+        click.echo(json.dumps([r.as_json() for r in rows], indent=2))
+    elif rows:
+        from mfargo import runs
+
+        click.echo(runs.table(rows))
+
+
 COMMANDS = (
     _trigger_command(),
     resume,
@@ -168,4 +201,5 @@ COMMANDS = (
     _run_command("unsuspend", "Unsuspended", "Resume a suspended run on Argo Workflows."),
     delete,
     list_workflow_templates,
+    list_runs,
 )

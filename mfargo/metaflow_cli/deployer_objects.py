@@ -4,8 +4,9 @@ builds its Deployer class from the provider list, so the provider module must no
 
 Like core, every action that changes something drives the `argo-workflows` CLI commands in a subprocess
 (`create`, `trigger`, `terminate`, `suspend`, `unsuspend`, `delete`), reading back the
-attribute file those commands write; read-only queries (status, production token,
-from_deployment, list) use mfargo's cluster client directly.
+attribute file those commands write; so does `list_runs` (`list-runs`: one way to find and
+order runs, whoever asks); the other read-only queries (status, production token,
+from_deployment, list_deployed_flows) use mfargo's cluster client directly.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, ClassVar, Dict, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 from metaflow.runner.deployer import DeployedFlow, TriggeredRun, generate_fake_flow_file_contents
 from metaflow.runner.utils import get_lower_level_group, handle_timeout, temporary_fifo
@@ -139,6 +140,25 @@ class MfargoDeployedFlow(DeployedFlow):
         if code == 0:
             return MfargoTriggeredRun(deployer=self.deployer, content=content)
         raise Exception("Error resuming %s of %s on %s" % (origin_run_id, self.deployer.name, self.deployer.TYPE))
+
+    def list_runs(self, status=None, limit: int = 100) -> List[MfargoTriggeredRun]:
+        """The deployment's runs still in the cluster, newest first (`argo-workflows list-runs`):
+        at most ``limit``, only those whose Argo phase is ``status`` (a phase, or a list of
+        them: Pending, Running, Succeeded, Failed, Error) if given."""
+        phases = [status] if isinstance(status, str) else list(status or [])
+        kwargs: Dict[str, Any] = {"limit": limit}
+        if phases:
+            kwargs["status"] = phases
+        code, content = _run_cli(self.deployer, "list-runs", attribute_file=True, **kwargs)
+        if code != 0:
+            raise Exception("Error listing the runs of %s on %s" % (self.deployer.name, self.deployer.TYPE))
+        listed = json.loads(content)
+        return [self._listed_run(listed["flow"], listed["metadata"], run["run_id"]) for run in listed["runs"]]
+
+    def _listed_run(self, flow_name: str, metadata: str, run_id: str) -> MfargoTriggeredRun:
+        """A run `list-runs` found, as ``get_triggered_run`` makes one (its name is its run id)."""
+        content = {"metadata": metadata, "pathspec": "%s/%s" % (flow_name, run_id), "name": run_id}
+        return MfargoTriggeredRun(deployer=self.deployer, content=json.dumps(content))
 
     def delete(self, **kwargs) -> bool:
         """Delete the deployment (`authorize=` a production token if needed); True on success."""
