@@ -80,18 +80,14 @@ class Resource:
 
 # The labels that name the WorkflowTemplate a run (Workflow) was made from, each with the
 # template's name as its value (Cluster.runs_of):
-# - Argo's controller puts TEMPLATE_LABEL on every Workflow with a workflowTemplateRef from
-#   Argo 4.1 on (argo-workflows#12677); before that only `argo submit --from` did, so
+# - Argo's controller puts Label.WORKFLOW_TEMPLATE on every Workflow with a workflowTemplateRef
+#   from Argo 4.1 on (argo-workflows#12677); before that only `argo submit --from` did, so
 #   mfargo's `trigger` and `resume` set it themselves (mfargo.deploy);
-# - Argo puts CRON_LABEL on a CronWorkflow's runs, with the CronWorkflow's name (which mfargo
-#   gives the template's);
-# - Argo Events' k8s trigger puts SENSOR_TRIGGER_LABEL on what it creates, with the trigger's
-#   name (mfargo names its Sensor's trigger after the template), and SENSOR_LABEL.
-TEMPLATE_LABEL = Label.WORKFLOW_TEMPLATE
-CRON_LABEL = Label.CRON_WORKFLOW
-SENSOR_TRIGGER_LABEL = Label.SENSOR_TRIGGER
-SENSOR_LABEL = Label.SENSOR
-RUN_TEMPLATE_LABELS = (TEMPLATE_LABEL, CRON_LABEL, SENSOR_TRIGGER_LABEL)
+# - Argo puts Label.CRON_WORKFLOW on a CronWorkflow's runs, with the CronWorkflow's name (which
+#   mfargo gives the template's);
+# - Argo Events' k8s trigger puts Label.SENSOR_TRIGGER on what it creates, with the trigger's
+#   name (mfargo names its Sensor's trigger after the template), and Label.SENSOR.
+RUN_TEMPLATE_LABELS = (Label.WORKFLOW_TEMPLATE, Label.CRON_WORKFLOW, Label.SENSOR_TRIGGER)
 
 WORKFLOW_TEMPLATES = Resource(ARGO_GROUP, ARGO_VERSION, "workflowtemplates")
 WORKFLOWS = Resource(ARGO_GROUP, ARGO_VERSION, "workflows")

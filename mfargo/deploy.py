@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo import owners, runs, tokens
-from mfargo.cluster import (CRON_WORKFLOWS, JOBSETS, SENSORS, TEMPLATE_LABEL, WORKFLOW_TEMPLATES, Cluster,
+from mfargo.cluster import (CRON_WORKFLOWS, JOBSETS, SENSORS, WORKFLOW_TEMPLATES, Cluster,
                             ClusterError, Resource)
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
@@ -309,7 +309,7 @@ def _submit(target: Target, parameters: dict[str, str], identity: str) -> str:
         target.name, parameters,
         annotations={Label.TRIGGERED_BY: json.dumps({"type": kind, "name": who or "unknown"})},
         # What Argo 4.1+ labels it with anyway; `list-runs` finds it by it on older Argo too.
-        labels={TEMPLATE_LABEL: target.name},
+        labels={Label.WORKFLOW_TEMPLATE: target.name},
     )
     return naming.run_id(created["metadata"]["name"])
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo.base.errors import UserError
-from mfargo.cluster import CRON_LABEL, SENSOR_LABEL
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Label
 
@@ -94,9 +93,9 @@ def trigger_of(wf: dict) -> str:
     set), else someone by hand (`trigger`, the Deployer, `argo submit`)."""
     meta = wf.get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    if labels.get(CRON_LABEL):
+    if labels.get(Label.CRON_WORKFLOW):
         return SCHEDULE
-    if labels.get(SENSOR_LABEL) or Label.TRIGGERED_BY_EVENTS in annotations:
+    if labels.get(Label.SENSOR) or Label.TRIGGERED_BY_EVENTS in annotations:
         return EVENT
     given = ((wf.get("spec") or {}).get("arguments") or {}).get("parameters") or []
     if any(p.get("name") == contract.ORIGIN_RUN_PARAMETER and p.get("value") for p in given):

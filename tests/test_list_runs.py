@@ -17,7 +17,7 @@ from test_cluster_cli import FLOW, TOP, Env, one_line_error
 from test_cluster_deployer import deployer_env  # noqa: F401 - fixture
 
 from mfargo import runs
-from mfargo.cluster import CRON_LABEL, SENSOR_LABEL, SENSOR_TRIGGER_LABEL, TEMPLATE_LABEL
+from mfargo.compiler.constants import Label
 
 TEMPLATE = "helloflow"
 COLUMNS = ["RUN_ID", "STATUS", "STARTED_AT", "DURATION", "TRIGGER"]
@@ -47,7 +47,7 @@ def put_run(kube, name: str, created: str, phase: str | None = None, started: st
         spec["arguments"] = {"parameters": [{"name": k, "value": v} for k, v in params.items()]}
     kube.put({"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
               "metadata": {"name": name, "creationTimestamp": created,
-                           "labels": {TEMPLATE_LABEL: template} if labels is None else labels,
+                           "labels": {Label.WORKFLOW_TEMPLATE: template} if labels is None else labels,
                            "annotations": annotations or {}},
               "spec": spec, "status": status}, namespace="ns1")
 
@@ -87,9 +87,9 @@ def test_runs_newest_first_with_their_status_times_and_trigger(env, kube):  # no
     put_run(kube, "helloflow-manual", "2024-05-01T10:00:00Z", "Succeeded", "2024-05-01T10:00:02Z",
             "2024-05-01T10:01:07Z")
     put_run(kube, "helloflow-cron1", "2024-05-01T11:00:00Z", "Failed", "2024-05-01T11:00:01Z", "2024-05-01T13:04:06Z",
-            labels={CRON_LABEL: TEMPLATE})
+            labels={Label.CRON_WORKFLOW: TEMPLATE})
     put_run(kube, "helloflow-event", "2024-05-01T12:00:00Z", "Error", "2024-05-01T12:00:03Z", "2024-05-01T12:00:45Z",
-            labels={SENSOR_TRIGGER_LABEL: TEMPLATE, SENSOR_LABEL: TEMPLATE},
+            labels={Label.SENSOR_TRIGGER: TEMPLATE, Label.SENSOR: TEMPLATE},
             annotations={"metaflow/triggered_by": '[{"name": "go", "type": "event"}]'})
     put_run(kube, "helloflow-resumed", "2024-05-01T13:00:00Z", "Succeeded", "2024-05-01T13:00:01Z",
             "2024-05-01T13:00:10Z", params={"who": "x", "mfargo-origin-run-id": "argo-helloflow-manual",
@@ -97,13 +97,13 @@ def test_runs_newest_first_with_their_status_times_and_trigger(env, kube):  # no
     put_run(kube, "helloflow-queued", "2024-05-01T14:00:00Z")  # not picked up by Argo's controller yet
     # Argo 4.1+ labels every run of the template, whoever made it: found once, not twice.
     put_run(kube, "helloflow-cron2", "2024-05-01T09:00:00Z", "Succeeded", "2024-05-01T09:00:00Z",
-            "2024-05-01T09:00:42Z", labels={CRON_LABEL: TEMPLATE, TEMPLATE_LABEL: TEMPLATE},
+            "2024-05-01T09:00:42Z", labels={Label.CRON_WORKFLOW: TEMPLATE, Label.WORKFLOW_TEMPLATE: TEMPLATE},
             params={"mfargo-origin-run-id": ""})
     # Not this deployment's: another template's run, and a run of another template by a
     # CronWorkflow (someone else's) that happens to have the name.
     put_run(kube, "other-abcde", "2024-05-01T15:00:00Z", "Running", "2024-05-01T15:00:00Z", template="other")
     put_run(kube, "elsewhere-x", "2024-05-01T15:00:00Z", "Running", "2024-05-01T15:00:00Z",
-            labels={CRON_LABEL: TEMPLATE}, template="elsewhere")
+            labels={Label.CRON_WORKFLOW: TEMPLATE}, template="elsewhere")
 
     got = listed(env, as_table=True)
     assert got == [
@@ -143,7 +143,7 @@ def test_a_running_runs_duration_is_the_time_so_far(env, kube):  # noqa: F811
 def test_trigger_labels_its_run_so_that_it_is_listed(env, kube):  # noqa: F811
     env.run("trigger", "--who", "bob")
     [post] = kube.calls("POST", "workflows")
-    assert post.body["metadata"]["labels"] == {TEMPLATE_LABEL: TEMPLATE}
+    assert post.body["metadata"]["labels"] == {Label.WORKFLOW_TEMPLATE: TEMPLATE}
     [name] = [k[4] for k in kube.objects if k[3] == "workflows"]
     assert [(r["run_id"], r["status"], r["trigger"]) for r in listed(env)] == [("argo-" + name, "Pending", "manual")]
 
@@ -179,19 +179,19 @@ def test_runs_over_several_pages_are_all_read_before_sorting(env, kube):  # noqa
         created = (start + dt.timedelta(minutes=(i * 37) % 230)).strftime("%Y-%m-%dT%H:%M:%SZ")
         put_run(kube, "helloflow-%03d" % i, created, "Succeeded", created)
     put_run(kube, "helloflow-cron", "2024-06-01T00:00:00Z", "Running", "2024-06-01T00:00:00Z",
-            labels={CRON_LABEL: TEMPLATE})
+            labels={Label.CRON_WORKFLOW: TEMPLATE})
     kube.reset_log()
     got = json.loads(env.run("list-runs", "--json", "--limit", "1000").stdout)
     expected = sorted(("helloflow-%03d" % i for i in range(230)), key=lambda n: (int(n[-3:]) * 37) % 230,
                       reverse=True)
     assert ids(got) == ["argo-helloflow-cron"] + ["argo-" + n for n in expected]
-    selector = "%s=%s" % (TEMPLATE_LABEL, TEMPLATE)
+    selector = "%s=%s" % (Label.WORKFLOW_TEMPLATE, TEMPLATE)
     assert [r.query for r in kube.calls("GET", "workflows")] == [
         {"labelSelector": selector, "limit": "100"},
         {"labelSelector": selector, "limit": "100", "continue": "100"},
         {"labelSelector": selector, "limit": "100", "continue": "200"},
-        {"labelSelector": "%s=%s" % (CRON_LABEL, TEMPLATE), "limit": "100"},
-        {"labelSelector": "%s=%s" % (SENSOR_TRIGGER_LABEL, TEMPLATE), "limit": "100"},
+        {"labelSelector": "%s=%s" % (Label.CRON_WORKFLOW, TEMPLATE), "limit": "100"},
+        {"labelSelector": "%s=%s" % (Label.SENSOR_TRIGGER, TEMPLATE), "limit": "100"},
     ]
     assert ids(json.loads(env.run("list-runs", "--json").stdout)) == ids(got)[:100]  # the default limit
 
@@ -276,7 +276,7 @@ def test_deployer_list_runs_goes_through_the_command(deployer_env, kube):  # noq
     assert {r.metadata_for_flow for r in found} == {"local@%s" % deployer_env}  # the command's, as trigger()'s
     # It asked the cluster through `argo-workflows list-runs` (the label lists), not on its own.
     assert [r.query["labelSelector"].split("=")[0] for r in kube.calls("GET", "workflows")] == [
-        TEMPLATE_LABEL, CRON_LABEL, SENSOR_TRIGGER_LABEL]
+        Label.WORKFLOW_TEMPLATE, Label.CRON_WORKFLOW, Label.SENSOR_TRIGGER]
 
     assert [r.pathspec for r in deployed.list_runs(status="Failed", limit=1)] == ["HelloFlow/argo-helloflow-mid"]
     assert [r.pathspec for r in deployed.list_runs(status=["Succeeded", "Failed"], limit=5)] == [
