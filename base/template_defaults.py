@@ -38,9 +38,9 @@ def merged(defaults: dict | None, template: dict) -> dict:
 
 def _merge(default: Any, value: Any, field: str | None) -> Any:
     if isinstance(default, dict) and isinstance(value, dict):
-        out = copy.deepcopy(default)
-        for k, v in value.items():
-            out[k] = _merge(default[k], v, k) if k in default else copy.deepcopy(v)
+        # The defaults' keys in their order, then the template's own: each subtree copied once.
+        out = {k: _merge(d, value[k], k) if k in value else copy.deepcopy(d) for k, d in default.items()}
+        out.update((k, copy.deepcopy(v)) for k, v in value.items() if k not in default)
         return out
     key = MERGE_KEYS.get(field)
     if key and isinstance(default, list) and isinstance(value, list) \
