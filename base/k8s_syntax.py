@@ -179,6 +179,12 @@ def is_hugepages(name: str) -> bool:
     return bool(size) and quantity_problem(size) is None
 
 
+def is_whole_units(name: str) -> bool:
+    """Extended resources (a domain other than kubernetes.io, e.g. nvidia.com/gpu) count whole
+    units (ValidateResourceQuantityValue); hugepages and the standard ones need not."""
+    return "/" in name and not name.startswith("kubernetes.io/")
+
+
 def is_overcommittable(name: str) -> bool:
     """Requests may be below limits only for cpu, memory, ephemeral-storage (IsOvercommitAllowed):
     every other resource (extended, hugepages) is requested and limited alike."""
@@ -195,9 +201,7 @@ def resources_problems(resources: dict, known=lambda value: True) -> list[tuple[
         for resource, quantity in ((resources or {}).get(kind) or {}).items():
             if isinstance(quantity, bool) or not (known(quantity) and known(resource)):
                 continue
-            # Extended resources (a domain other than kubernetes.io, e.g. nvidia.com/gpu) count whole units.
-            whole = "/" in resource and not resource.startswith("kubernetes.io/")
-            problem = container_resource_problem(resource) or quantity_problem(str(quantity), whole)
+            problem = container_resource_problem(resource) or quantity_problem(str(quantity), is_whole_units(resource))
             if problem:
                 problems.append((kind, resource, problem))
             else:

@@ -141,7 +141,7 @@ def extended_resources(step: str, decorator: str, value, gpu_resource: str | Non
             problem = "%r is already asked for by gpu=" % name
         if problem is None:
             text = str(quantity) if isinstance(quantity, (str, int)) and not isinstance(quantity, bool) else None
-            problem = k8s.quantity_problem(text, whole=not k8s.is_hugepages(name)) if text is not None else \
+            problem = k8s.quantity_problem(text, whole=k8s.is_whole_units(name)) if text is not None else \
                 "%r is not a quantity" % (quantity,)
             out[name] = text
         if problem:

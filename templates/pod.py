@@ -165,7 +165,7 @@ def argo_template(pod: Pod, *, annotations: dict | None = None, **template) -> m
         node_selector=dict(compute.node_selector) or None,
         tolerations=_tolerations(compute),
         priority_class_name=compute.priority_class_name,
-        affinity=json.loads(compute.affinity) if compute.affinity else None,
+        affinity=_json(compute.affinity),
         # Argo's template has no field of its own for these.
         pod_spec_patch=_pod_spec_patch(compute),
         volumes=vols or None,
@@ -185,11 +185,11 @@ def jobset_pod(pod: Pod, subdomain: str, labels: dict, annotations: dict) -> dic
             "tolerations": _tolerations(compute),
             "imagePullSecrets": _pull_secrets(compute),
             "priorityClassName": compute.priority_class_name,
-            "affinity": json.loads(compute.affinity) if compute.affinity else None,
-            "topologySpreadConstraints": _spread(compute),
+            "affinity": _json(compute.affinity),
+            "topologySpreadConstraints": _json(compute.topology_spread_constraints),
             "volumes": vols or None,
             "containers": [_container(pod, volume_env, mounts, pod.resources)]}
-    spec.update(json.loads(compute.pod_patch) if compute.pod_patch else {})
+    spec.update(_json(compute.pod_patch) or {})
     return {"metadata": {"labels": labels, "annotations": annotations},
             "spec": {k: v for k, v in spec.items() if v is not None}}
 
@@ -287,14 +287,16 @@ def _pull_secrets(compute: ir.Compute) -> list | None:
     return [{"name": s} for s in compute.image_pull_secrets] or None
 
 
-def _spread(compute: ir.Compute) -> list | None:
-    return json.loads(compute.topology_spread_constraints) if compute.topology_spread_constraints else None
+def _json(text: str | None):
+    """An @pod_spec field of the IR (canonical JSON text) as the value it holds, or None."""
+    return json.loads(text) if text else None
 
 
 def _pod_spec_patch(compute: ir.Compute) -> str | None:
     """The pod fields an Argo template has none of (pull secrets, spread constraints, @pod_spec's
     patch) as Argo's podSpecPatch: JSON, merged into the pod Argo builds."""
-    patch = {"imagePullSecrets": _pull_secrets(compute), "topologySpreadConstraints": _spread(compute)}
+    patch = {"imagePullSecrets": _pull_secrets(compute),
+             "topologySpreadConstraints": _json(compute.topology_spread_constraints)}
     patch = {k: v for k, v in patch.items() if v}
-    patch.update(json.loads(compute.pod_patch) if compute.pod_patch else {})
+    patch.update(_json(compute.pod_patch) or {})
     return json.dumps(patch, sort_keys=True) if patch else None
