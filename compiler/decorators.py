@@ -190,7 +190,9 @@ def pod_spec(step: str, decorators) -> dict:
     out: dict = {}
     name = attrs.get("priority_class_name")
     if name:
-        rules.object_names(step, "pod_spec", "priority_class_name", [name] if isinstance(name, str) else [str(name)])
+        if not isinstance(name, str):
+            raise CompileError("priority_class_name must be a PriorityClass's name, not %r" % (name,), step, "pod_spec")
+        rules.object_names(step, "pod_spec", "priority_class_name", [name])
         out["priority_class_name"] = name
     fields = {}
     if attrs.get("affinity"):

@@ -85,6 +85,7 @@ def test_a_step_and_both_roles_of_a_gang_carry_them_and_the_pods_mfargo_adds_the
     ({"affinity": {"nodeAffinity": {"required": 1}}}, "affinity.nodeAffinity: Additional properties"),
     ({"affinity": {1: {}}}, "affinity has a key 1 that is not a string"),
     ({"priority_class_name": "High Priority"}, "priority_class_name 'High Priority' is not a Kubernetes object name"),
+    ({"priority_class_name": 1000}, "priority_class_name must be a PriorityClass's name, not 1000"),
 ])
 def test_what_kubernetes_or_mfargos_contract_refuses_is_one_line_naming_step_and_decorator(attributes, words):
     with pytest.raises(CompileError) as e:
