@@ -32,7 +32,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
     for name, shape in shapes.items():
         node = graph[name]
         decos.reject_foreign(name, node.decorators)
-        retry = decos.retry(name, node.decorators)
+        retry = decos.retry(name, node.decorators, infrastructure=name not in gangs)
         steps[name] = ir.Step(
             name=name,
             transition=shape.transition,

@@ -281,8 +281,9 @@ def _api_keys(step: str, value, decorator: str, attribute: str, camel: bool = Tr
     return value
 
 
-def retry(step: str, decorators) -> ir.Retry:
-    """User-code retries and error retries, as Metaflow's runtime counts them."""
+def retry(step: str, decorators, infrastructure: bool = True) -> ir.Retry:
+    """User-code retries and error retries, as Metaflow's runtime counts them, and, when
+    ``infrastructure`` (a step that is not a gang's), the infrastructure budget beside them."""
     user = error = 0
     minutes = None
     for deco in decorators:
@@ -299,7 +300,9 @@ def retry(step: str, decorators) -> ir.Retry:
                                   maximum=rules.MAX_DURATION_MINUTES)
         if deco.name in ("catch", "gang_catch"):
             rules.python_identifier(step, deco.name, "var", deco.attributes.get("var"))
-    return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes)
+    infra = rules.infrastructure_retries(user + error) if infrastructure else 0
+    return ir.Retry(user_retries=user, error_retries=error, minutes_between=2 if minutes is None else minutes,
+                    infra_retries=infra)
 
 
 def placement(step: str, decorators, compute: ir.Compute, default_priority: str | None = None) -> ir.GangPlacement:

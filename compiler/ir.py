@@ -120,15 +120,23 @@ class Compute:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Retry:
-    """Attempts beyond the first: user-code retries (@retry) plus error retries (@catch)."""
+    """Attempts beyond the first: user-code retries (@retry) plus error retries (@catch), and
+    the attempts an infrastructure failure (an evicted or lost pod) may add to them without
+    spending @retry (plugins/attempt_guard.py; 0 for a gang, which JobSet restarts)."""
 
     user_retries: int = 0
     error_retries: int = 0
     minutes_between: int = 2
+    infra_retries: int = 0
 
     @property
     def total(self) -> int:
         return self.user_retries + self.error_retries
+
+    @property
+    def argo_limit(self) -> int:
+        """Argo's retryStrategy.limit: every attempt after the first, whatever ended it."""
+        return self.total + self.infra_retries
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -224,6 +224,17 @@ def attempts(step: str, decorator: str, retries: int, max_restarts: int) -> None
                            % (max_restarts, retries, total, MAX_ATTEMPTS, MAX_ATTEMPTS), step, decorator)
 
 
+# Attempts an infrastructure failure (an evicted, preempted, deleted or lost pod) may add to a
+# step's @retry and @catch attempts without spending them; Metaflow's MAX_ATTEMPTS bounds all.
+INFRASTRUCTURE_RETRIES = 3
+
+
+def infrastructure_retries(retries: int) -> int:
+    """The infrastructure budget of a step with ``retries`` (@retry + @catch): what Metaflow's
+    MAX_ATTEMPTS leaves, at most INFRASTRUCTURE_RETRIES."""
+    return max(0, min(INFRASTRUCTURE_RETRIES, MAX_ATTEMPTS - 1 - retries))
+
+
 def s3_bucket(option: str, url: str) -> None:
     """The bucket of an s3:// URL, by S3's naming rules (else every pod fails to reach it)."""
     if not isinstance(url, str) or not url.startswith("s3://"):

@@ -80,7 +80,8 @@ TEMPLATE = fields(
     inputs=_parameters("inputs parameter"),
     outputs=_parameters("outputs parameter", valueFrom=fields("path expression")),
     volumes=Items(fields("name emptyDir persistentVolumeClaim"), "volume"),
-    retryStrategy=fields("limit", retryPolicy=OneOf(("Always",)), backoff=fields("duration")),
+    retryStrategy=fields("limit", retryPolicy=OneOf(("Always",)), backoff=fields("duration"),
+                         expression=OneOf(pattern=r'lastRetry\.exitCode != "\d+"', shown='lastRetry.exitCode != "<code>"')),
 )
 WORKFLOW_SPEC = fields(
     "entrypoint templates parallelism activeDeadlineSeconds serviceAccountName priority podGC podMetadata "

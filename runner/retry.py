@@ -1,9 +1,10 @@
 """retryStrategy: attempts as child nodes ``name(0)``, ``name(1)``... of a Retry node.
 
-mfargo writes ``limit``, ``retryPolicy: Always`` and a constant ``backoff.duration``
-(templates/common.py retry_strategy; the preflight refuses any other field or policy):
-a Failed or Errored attempt is retried after the back-off, at most ``limit`` times.
-Every wait is multiplied by the runner's ``backoff_scale``.
+mfargo writes ``limit``, ``retryPolicy: Always``, a constant ``backoff.duration`` and an
+``expression`` naming one exit code not to retry (templates/common.py retry_strategy; the
+preflight refuses any other field, policy or expression): a Failed or Errored attempt is
+retried after the back-off, at most ``limit`` times, unless its main container exited with
+that code. Every wait is multiplied by the runner's ``backoff_scale``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ async def run_with_retries(ex: "Executor", node: Node, tmpl: dict, ttype: str, r
     ex.start(node, announce=False)
     try:
         limit = parse_int(retry.get("limit", 0), "retryStrategy.limit")
+        final_code = retry["expression"].split('"')[1] if retry.get("expression") else None
         wait = parse_duration((retry.get("backoff") or {}).get("duration"))
     except NODE_ERRORS as e:
         return ex.finish(node, ERROR, error_text(e))
@@ -39,6 +41,9 @@ async def run_with_retries(ex: "Executor", node: Node, tmpl: dict, ttype: str, r
             break
         if attempt >= limit:
             return ex.finish(node, child.phase, f"{child.message} (no more retries left)", announce=False)
+        if final_code is not None and (child.outputs or {}).get("exitCode") == final_code:
+            return ex.finish(node, child.phase, f"{child.message} (retryStrategy.expression: not retried)",
+                             announce=False)
         attempt += 1
         ex.on_event(ev.Event(ev.NODE_RETRY, node=node.display_name, attempt=attempt,
                              message=f"after {child.phase.lower()} ({child.message}); "

@@ -46,15 +46,21 @@ def identity_env() -> list[m.EnvVar]:
 
 
 def retry_strategy(retry: ir.Retry) -> m.RetryStrategy | None:
-    if retry.total == 0:
+    """Argo retries every end of a pod within ``argo_limit``; with an infrastructure budget,
+    all but the keeper's final failure (the step's own, with no @retry attempt left), so an
+    evicted or lost pod runs again and a user failure is not retried on that budget
+    (plugins/attempt_guard.py). @retry's back-off only where @retry or @catch retry."""
+    if retry.argo_limit == 0:
         return None
-    backoff = m.Backoff(duration="%dm" % retry.minutes_between) if retry.minutes_between else None
-    return m.RetryStrategy(limit=m.IntOrString(retry.total), retry_policy="Always", backoff=backoff)
+    backoff = m.Backoff(duration="%dm" % retry.minutes_between) if retry.total and retry.minutes_between else None
+    expression = expr.not_final_failure() if retry.infra_retries else None
+    return m.RetryStrategy(limit=m.IntOrString(retry.argo_limit), retry_policy="Always", backoff=backoff,
+                           expression=expression)
 
 
 def attempt_tag(retry: ir.Retry) -> str | None:
     """The attempt number as an Argo tag: `{{retries}}` exists only when a retryStrategy does."""
-    return expr.RETRIES if retry.total else None
+    return expr.RETRIES if retry.argo_limit else None
 
 
 def step_annotations(step: ir.Step) -> dict[str, str]:

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from mfargo.compiler import ir, naming
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
+
 WORKFLOW_NAME = "{{workflow.name}}"
 WORKFLOW_NAMESPACE = "{{workflow.namespace}}"
 RETRIES = "{{retries}}"
 ITEM = "{{item}}"
 RUN_ID = naming.run_id(WORKFLOW_NAME)  # argo-{{workflow.name}}: Metaflow's run id
+
+
+def not_final_failure() -> str:
+    """A retryStrategy expression: retry unless the attempt ended with the keeper's final
+    failure (``lastRetry.exitCode`` is Argo's text of the main container's exit, "-1" when
+    the pod ended without one)."""
+    return 'lastRetry.exitCode != "%d"' % contract.FINAL_FAILURE_EXIT
 
 
 def workflow_field(field: ir.WorkflowField) -> str:

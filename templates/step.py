@@ -4,16 +4,27 @@ from __future__ import annotations
 
 from . import argo_models as m
 
-from mfargo.compiler import ir
+from mfargo.compiler import ir, rules
 from mfargo.compiler.constants import Env, Path
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
+
 from . import common, expr, pod, pod_command, wiring
+
+# With an infrastructure budget, a pod Kubernetes ends at its deadline counts as infrastructure
+# (attempt_guard.py): the pod's deadline is the step's @timeout plus this, so Metaflow's own
+# @timeout, counted from the step's start, ends the attempt first, as the step's own failure.
+TIMEOUT_GRACE_SECONDS = 120
 
 
 def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     env = []
     if wiring.outputs(step):
         env.append(m.EnvVar(name=Env.OUTPUT_DIR, value=Path.OUTPUTS))
+    deadline = step.timeout_seconds
+    if step.retry.infra_retries:
+        env.append(m.EnvVar(name=contract.ERROR_RETRIES_ENV, value=str(step.retry.error_retries)))
+        deadline = min(deadline + TIMEOUT_GRACE_SECONDS, rules.INT32_MAX)
     if isinstance(step.inputs, ir.FromParameters):
         env += [
             m.EnvVar(name=pod_command.parameter_base64_env(p.name), value=expr.parameter_base64(p.name))
@@ -23,7 +34,7 @@ def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
         pod.Kind.STEP, step.compute, wf.steps[wf.start].compute,
         args=pod_command.step_args(step, wf),  # after templateDefaults' shared command
         env_head=tuple(common.env_vars(step.environment)), env=tuple(env),
-        deadline_seconds=step.timeout_seconds, with_outputs=bool(wiring.outputs(step)),
+        deadline_seconds=deadline, with_outputs=bool(wiring.outputs(step)),
     )
     return pod.argo_template(
         step_pod,

@@ -6,6 +6,8 @@ import pytest
 
 from test_e2e_support import compile_flow, mf_env, mf_env_for, tail  # noqa: F401 - fixture
 
+from mfargo.templates import step as step_templates
+
 RECURSION = """
 from metaflow import FlowSpec, step
 
@@ -166,7 +168,8 @@ if __name__ == "__main__":
 def test_timeout_kills_a_slow_step(mf_env, tmp_path):
     c = compile_flow(tmp_path, mf_env, TIMEOUT)
     [slow] = [t for t in c.doc["spec"]["templates"] if t["name"] == "slow"]
-    assert slow["activeDeadlineSeconds"] == 3
+    # Metaflow's @timeout ends the attempt, as the step's own failure; the pod's deadline is the backstop
+    assert slow["activeDeadlineSeconds"] == 3 + step_templates.TIMEOUT_GRACE_SECONDS
     t0 = time.monotonic()
     result, rec = c.run(timeout=90)
     took = time.monotonic() - t0
@@ -174,3 +177,4 @@ def test_timeout_kills_a_slow_step(mf_env, tmp_path):
     assert took < 45, took
     assert result.node("end").phase == "Omitted"  # never ran (Argo marks it Omitted)
     assert result.message.startswith("child 'slow' failed"), result.message
+    assert "not retried" in result.node("slow").message  # the keeper's final failure: no retry on the budget

@@ -145,7 +145,8 @@ spec:
      "template 'bad', {{=inputs.parameters.x ?? 'fb'}}: '??' at column 21 is not accepted (in an expression"),
     ("  - name: bad\n    retryStrategy: {limit: 2, expression: \"lastRetry.status == 'Failed'\"}\n"
      "    container: {image: bash, command: [true]}\n",
-     "template 'bad': retryStrategy.expression is not supported by the local runner"),
+     "template 'bad': retryStrategy.expression \"lastRetry.status == 'Failed'\" is not supported by the local "
+     "runner (mfargo writes lastRetry.exitCode != \"<code>\")"),
     ("  - name: bad\n    metrics: {prometheus: [{name: m, help: h, counter: {value: '1'}}]}\n"
      "    container: {image: bash, command: [true]}\n",
      "template 'bad': metrics is not supported by the local runner"),

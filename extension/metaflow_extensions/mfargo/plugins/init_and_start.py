@@ -69,7 +69,7 @@ def _check_start_attempt(step):
     from . import attempt_guard, step_argv
 
     try:
-        attempt_guard.check_pod_task(step_argv.step_name(step))
+        attempt_guard.check_pod_task(step_argv.step_name(step), step)
     except SystemExit as done:
         return exit_status(done.code)
     return 0

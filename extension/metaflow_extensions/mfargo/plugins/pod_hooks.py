@@ -22,6 +22,7 @@ installed beside the flow's code.
 import json
 import os
 import socket
+import sys
 import time
 import uuid
 
@@ -41,7 +42,7 @@ class MfargoInternalDecorator(StepDecorator):
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         self._flow_datastore = flow_datastore
         self._logs = None
-        attempt_guard.check_pod_task(step_name)  # before Metaflow records this attempt
+        attempt_guard.check_pod_task(step_name, sys.argv)  # before Metaflow records this attempt
 
     def task_pre_step(
         self, step_name, task_datastore, metadata, run_id, task_id, flow, graph,
@@ -93,12 +94,20 @@ ARGO_METADATA = {"argo-workflow-template": contract.ARGO_WORKFLOW_TEMPLATE_ENV,
                  "argo-workflow-namespace": contract.ARGO_WORKFLOW_NAMESPACE_ENV}
 
 
+# The earlier attempts of a task ended from outside (evicted, preempted, deleted, lost), which
+# did not spend @retry: "0,2", on the attempt that followed them.
+INFRA_ATTEMPTS_FIELD = "mfargo-attempts-ended-by-infrastructure"
+
+
 def _register_workflow_metadata(metadata, run_id, step_name, task_id, retry_count):
     """The task's Argo workflow, as metadata fields named as core's Argo pods name them."""
     from metaflow.metadata_provider import MetaDatum
 
     entries = [MetaDatum(field=field, value=os.environ[env], type=field, tags=["attempt_id:%d" % retry_count])
                for field, env in ARGO_METADATA.items() if os.environ.get(env)]
+    if os.environ.get(contract.INFRA_ATTEMPTS_ENV):  # set by the keeper (attempt_guard.plan)
+        entries.append(MetaDatum(field=INFRA_ATTEMPTS_FIELD, value=os.environ[contract.INFRA_ATTEMPTS_ENV],
+                                 type=INFRA_ATTEMPTS_FIELD, tags=["attempt_id:%d" % retry_count]))
     if entries:
         metadata.register_metadata(run_id, step_name, task_id, entries)
 

@@ -44,6 +44,7 @@ import threading
 import time
 
 from . import attempt_guard, resume
+from . import pod_contract as contract
 
 LOG_SOURCE = b"task"  # metaflow.mflog.TASK_LOG_SOURCE: who minted the timestamps
 DRAIN_SECONDS = 10.0  # after CMD ends, how long a leftover child may keep its output pipe
@@ -68,25 +69,43 @@ def main(argv):
     files = {"stdout": os.environ["MFLOG_STDOUT"], "stderr": os.environ["MFLOG_STDERR"]}
     uploader = Uploader(files)
     renumber_file = os.path.join(os.path.dirname(os.path.abspath(files["stdout"])), "mfargo-next-attempt")
-    code = run(argv, files, uploader, {attempt_guard.NEXT_ATTEMPT_FILE_ENV: renumber_file})
+    code, stopped = run(argv, files, uploader, {attempt_guard.NEXT_ATTEMPT_FILE_ENV: renumber_file})
     again = attempt_guard.renumbered(argv, code, renumber_file)
-    if again is not None:  # argo retry re-ran a task whose attempt was taken: the next free one
-        argv, attempt, given = again
+    if again is not None:  # the step asked to run as another attempt (attempt_guard)
+        argv, attempt, given, outside = again
         os.environ["MF_ATTEMPT"] = str(attempt)
-        note = b"[mfargo] attempt %d of this task already ran in this run (a retried Argo node); " \
-               b"this is attempt %d\n" % (given, attempt)
+        env = {}
+        if outside:
+            env[contract.INFRA_ATTEMPTS_ENV] = ",".join(map(str, outside))
+            note = "[mfargo] attempt %s of this task ended without finishing: its pod was stopped from " \
+                   "outside (evicted, preempted, deleted) or lost with its node; an infrastructure failure " \
+                   "does not spend @retry. This is attempt %d" % (env[contract.INFRA_ATTEMPTS_ENV], attempt)
+        elif attempt > given:
+            note = "[mfargo] attempt %d of this task already ran in this run (a retried Argo node); " \
+                   "this is attempt %d" % (given, attempt)
+        else:
+            note = "[mfargo] Argo's attempt %d of this task ended before the step started; " \
+                   "this is attempt %d" % (given, attempt)
+        note = note.encode() + b"\n"
         sys.stderr.buffer.write(note)
         sys.stderr.flush()
         with open(files["stderr"], "ab") as log:
             log.write(mflog_line(note))
-        code = run(argv, files, uploader, {})
+        code, stopped = run(argv, files, uploader, env)
+    status = code if code >= 0 else 128 - code
+    final = attempt_guard.final(argv, status, stopped)
+    if final != status:
+        note = b"[mfargo] the step failed (exit %d) and @retry has no attempt left: the task ends here\n" % status
+        sys.stderr.buffer.write(note)
+        with open(files["stderr"], "ab") as log:
+            log.write(mflog_line(note))
     uploader.save(final=True)
-    return code if code >= 0 else 128 - code
+    return final
 
 
 def run(argv, files, uploader, env):
-    """Run ``argv`` with ``env`` added, its output echoed and kept in ``files``; its exit
-    status (negative: the signal that ended it)."""
+    """Run ``argv`` with ``env`` added, its output echoed and kept in ``files``; (its exit
+    status (negative: the signal that ended it), whether the pod was being stopped)."""
     ack_read, ack_write = os.pipe()
     (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
     token = os.urandom(16).hex().encode()
@@ -97,7 +116,7 @@ def run(argv, files, uploader, env):
                                 env=dict(os.environ, **env, **{STEP_SIDE_ENV: invitation}))
     except OSError as error:
         print("cannot run %s: %s" % (argv[0], error), file=sys.stderr)
-        return 127
+        return 127, False
     finally:
         for fd in (ack_read, out_write, err_write):
             os.close(fd)
@@ -127,7 +146,7 @@ def run(argv, files, uploader, env):
     for thread in pumps:
         thread.join(max(drain_until - time.monotonic(), 0))
     done.set()
-    return code
+    return code, bool(stopping)
 
 
 def mflog_line(line, now=None):
