@@ -127,5 +127,5 @@ ENTROPY_ARTIFACT = "_mfargo_gang_entropy"
 # attempt for the step's code with FINAL_FAILURE_EXIT, the one exit Argo's retryStrategy
 # does not retry (templates/common.py). Any other end (an evicted, deleted or lost pod) is retried.
 ERROR_RETRIES_ENV = "MFARGO_ERROR_RETRIES"
-FINAL_FAILURE_EXIT = 75
+FINAL_FAILURE_EXIT = 77  # not CONTROL_UNREACHABLE_EXIT nor attempt_guard.RENUMBER_EXIT
 INFRA_ATTEMPTS_ENV = "MFARGO_INFRA_ATTEMPTS"  # "0,2": the task's attempts infrastructure ended
