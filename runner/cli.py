@@ -243,6 +243,8 @@ def _main(args: argparse.Namespace, started: float) -> int:
         if event.kind == ev.WORKFLOW_STARTED:
             state["name"] = event.node
             write_run_id(event.node)
+        if local and event.kind == ev.LOG and local_datastore.KUBERNETES_NEEDS_S3 in event.message.replace("*", ""):
+            state["needs_s3"] = True
         if event.kind == ev.LOG and args.quiet:
             return
         print(str(event), flush=True)
@@ -291,6 +293,8 @@ def _main(args: argparse.Namespace, started: float) -> int:
     print(f"Workflow {result.workflow_name}: {result.status}"
           + (f" ({result.message})" if result.message and not result.succeeded else ""), flush=True)
     print(f"Metaflow run id: {result.run_id}", flush=True)
+    if state.get("needs_s3") and not result.succeeded:
+        print(f"mfargo run: {local_datastore.NEEDS_S3_HINT}", file=sys.stderr, flush=True)
     if args.user:
         print(f"Metaflow namespace: user:{args.user}", flush=True)
     if keep and _uses_s3(text):

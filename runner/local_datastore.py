@@ -30,6 +30,12 @@ POD_VAR = "MFARGO_RUNNER_DATASTORE"  # "local": read by site/sitecustomize.py in
 DATASTORE_VAR = "METAFLOW_DEFAULT_DATASTORE"
 SYSROOT_VAR = "METAFLOW_DATASTORE_SYSROOT_LOCAL"
 CODE_DS_VAR = "METAFLOW_CODE_DS"
+# What Metaflow's @kubernetes says in a step process whose datastore is local (its step_init
+# refuses one; its *bold* marks are dropped when printed): a flow with a static @kubernetes
+# needs --s3, which the YAML cannot tell.
+KUBERNETES_NEEDS_S3 = "The @kubernetes decorator requires --datastore=s3"
+NEEDS_S3_HINT = ("a step's @kubernetes requires an S3 datastore, which this run replaced by a local one: "
+                 "run it again with --s3 (a local S3 server)")
 
 
 def needs_s3(doc: dict) -> str | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mfargo.runner import local_datastore
 from mfargo.runner.cli import main
 from mfargo.runner.slots import machine_cores
 from runner_tools import pod_env
@@ -339,3 +340,20 @@ def test_a_code_package_from_s3_gets_the_s3_server(tmp_path, capsys, monkeypatch
     assert (argv, mf_ds, default_ds) == (S3_ARGV, "s3", "s3")
     assert started == [work / "s3"]
     assert "S3 needed: its pods download Metaflow's code package from S3" in out
+
+
+def test_a_static_kubernetes_decorator_on_the_local_datastore_is_told_to_use_s3(tmp_path, capsys, monkeypatch,
+                                                                               listening):
+    """Metaflow's @kubernetes refuses a local datastore in the step process; the YAML cannot say
+    the flow has one, so the run's failure says what to do (runner/local_datastore.py)."""
+    _fake_s3(monkeypatch, listening)
+    for k in ("METAFLOW_S3_ENDPOINT_URL", "METAFLOW_DATASTORE_SYSROOT_LOCAL", "METAFLOW_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("METAFLOW_HOME", str(tmp_path / "no-config"))
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(DATASTORE_POD.replace("exec python \"$0\"", 'echo "    %s or --datastore=azure"; exit 1; exec python'
+                                        % local_datastore.KUBERNETES_NEEDS_S3.replace("@kubernetes", "*@kubernetes*")))
+    rc = main([str(wf), "--work-dir", str(tmp_path / "work"), "--backoff-scale", "0.01"])
+    captured = capsys.readouterr()
+    assert rc == 1, captured.out
+    assert captured.err.strip().splitlines()[-1] == "mfargo run: " + local_datastore.NEEDS_S3_HINT
