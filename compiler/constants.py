@@ -84,6 +84,7 @@ class JobSetKey:
     EXCLUSIVE_TOPOLOGY: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
     KUEUE_QUEUE: Final = contract.KUEUE_QUEUE_LABEL  # Kueue's label, read on the JobSet
     QUEUE_DEADLINE: Final = contract.QUEUE_DEADLINE_ANNOTATION  # a queued gang's bound in its queue
+    START_WINDOW: Final = contract.START_WINDOW_ANNOTATION  # every rank started within it, or the gang is let go
     KUEUE_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"  # names a WorkloadPriorityClass
     API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
     KIND: Final = "JobSet"

@@ -332,7 +332,14 @@ def placement(step: str, decorators, compute: ir.Compute, default_priority: str 
         retry_on=_retry_on(deco),
         control=_control(step, deco, compute),
         control_wait_seconds=wait,
+        start_window_seconds=_start_window(step, deco),
     )
+
+
+def _start_window(step: str, deco) -> int:
+    """@jobset(start_window=...): how long every rank has to start (pod_contract's default when unset)."""
+    value = deco.attributes.get("start_window")
+    return contract.START_WINDOW_DEFAULT if value is None else rules.start_window(step, value)
 
 
 def _control_wait(step: str, decorators) -> int:

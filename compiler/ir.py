@@ -151,6 +151,8 @@ class GangPlacement:
     control: Compute | None = None  # the control pod's own size/image/placement; None: the step's
     # How long a worker waits for the control's address (@kubernetes hostname_resolution_timeout).
     control_wait_seconds: int = contract.CONTROL_WAIT_SECONDS
+    # @jobset(start_window=...): seconds for every rank to start once the JobSet is active.
+    start_window_seconds: int = contract.START_WINDOW_DEFAULT
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -68,6 +68,19 @@ def count(step: str | None, decorator: str | None, key: str, value, minimum: int
     return number
 
 
+def start_window(step: str, value) -> int:
+    """@jobset(start_window=...): whole seconds > 0 (digits as the CLI's --with passes them), at
+    most what an int32 holds; anything else (a fraction, a bool, a word) in one line."""
+    wanted = CompileError("@jobset(start_window=...) takes a whole number of seconds > 0 (up to %s), not %r"
+                          % (format(INT32_MAX, ","), value), step, "jobset")
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise wanted
+    text = str(value).strip()
+    if not text.isdigit() or not 0 < int(text) <= INT32_MAX:
+        raise wanted
+    return int(text)
+
+
 def gang_size(step: str, value) -> None:
     """``num_parallel`` in ``self.next`` (an int, or the ``ast`` expression Metaflow's graph
     leaves unevaluated): when it is a constant (``4``, ``10**6``), from 1 to k8s.MAX_GANG_SIZE; a

@@ -75,6 +75,8 @@ def manifest(step: ir.Step, wf: ir.Workflow) -> dict:
         jobset_annotations = {**jobset_annotations, JobSetKey.EXCLUSIVE_TOPOLOGY: placement.exclusive_topology}
     if placement.queue:  # how long Kueue may keep it suspended: the run's queue watch reads it
         jobset_annotations = {**jobset_annotations, JobSetKey.QUEUE_DEADLINE: str(step.timeout_seconds)}
+    # How long its ranks have to start once it is active: the run's watch reads it.
+    jobset_annotations = {**jobset_annotations, JobSetKey.START_WINDOW: str(placement.start_window_seconds)}
     command = pod_command.gang_script(step, wf)
     pod_failure = gang_policy.pod_failure_policy(placement, JobSetKey.CONTAINER)
     first_job = gang.first_job(step)

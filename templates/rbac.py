@@ -5,7 +5,8 @@ Exactly what a resource template creating a JobSet needs (shared/schemas/README.
 ``create``/``patch`` on workflowtaskresults (Argo >= 3.4); and what the gang failure
 report needs: ``get`` on jobsets, ``list`` on jobs, pods and events, and ``delete`` on
 jobsets (it deletes its gang's finished JobSets, so ``argo retry`` can create them
-again); with a gang queued in Kueue, ``list`` on jobsets for the run's queue watch. Nothing more.
+again); and for the run's gang watch (templates/queue_watch.py), ``list`` on jobsets and
+``create`` on events (why it let a gang go, for the report). Nothing more.
 
 A gang's failure report is an Argo pod of its step: it runs as the step's service account
 (else the workflow's), so every such account is bound to that Role too.
@@ -34,8 +35,10 @@ RULES = (
 )
 
 
-# What the run's queue watch (templates/queue_watch.py) adds, for a flow with a gang queued in Kueue.
-QUEUE_WATCH_RULES = ({"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["list"]},)
+# What the run's gang watch (templates/queue_watch.py) adds: it lists the run's JobSets (their
+# pods: RULES), and records why it deleted one as an Event the failure report reads.
+QUEUE_WATCH_RULES = ({"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["list"]},
+                     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
 
 
 # What a gang pod reads: its control's pod, while the control's host name does not resolve.

@@ -350,3 +350,18 @@ def test_gang_size_bound_is_one_line(tmp_path, size, shown):
     assert lines == [f"mfargo: step *start*: self.next(..., num_parallel={shown}): a gang has from 1 to "
                      f"{MAX_GANG_SIZE:,} pods"], proc.stderr
     assert out.read_bytes() == b"existing: file\n"
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "'soon'", "True"])
+def test_a_bad_gang_start_window_is_one_line(tmp_path, value):
+    """@jobset(start_window=...): whole seconds > 0; anything else names the step and the attribute."""
+    flow = tmp_path / "gang_flow.py"
+    flow.write_text(gang_flow("GangFlow", "@jobset(start_window=%s)" % value))
+    out = tmp_path / "out.yaml"
+    out.write_bytes(b"existing: file\n")
+    proc = compile_file(flow, "--output-file", str(out), top_args=EXAMPLE_ARGS, check=False)
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("mfargo:")]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert lines == ["mfargo: step *train* @jobset: @jobset(start_window=...) takes a whole number of seconds > 0 "
+                     "(up to 2,147,483,647), not %r" % eval(value)], proc.stderr
+    assert out.read_bytes() == b"existing: file\n"

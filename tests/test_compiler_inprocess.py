@@ -193,6 +193,8 @@ def compile_gang(tmp_path, control):
     ("queue='team a'", "queue: label value 'team a'"),
     ("priority_class='urgent!'", "priority_class: label value 'urgent!'"),
     ("exclusive_topology='bad key!'", "exclusive_topology: name 'bad key!'"),
+    ("start_window=-5", "@jobset(start_window=...) takes a whole number of seconds > 0"),
+    ("start_window=2**31", "(up to 2,147,483,647), not 2147483648"),  # an int32 at most
 ])
 def test_jobset_values_the_cluster_would_refuse_are_one_line(tmp_path, jobset, message):
     path = tmp_path / ("jobset_%d.py" % abs(hash(jobset)))

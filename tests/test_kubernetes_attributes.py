@@ -211,7 +211,7 @@ EVERY_JOBSET_ATTRIBUTE = (
     '@jobset(queue="team-a", priority_class="high", exclusive_topology="kubernetes.io/hostname", max_restarts=1, '
     'retry_on=["disruption", "error"], control={"cpu": 1, "memory": 700, "gpu": 0, "disk": 3000, '
     '"image": "registry.example/control:1", "node_selector": {"pool": "cpu"}, '
-    '"tolerations": [{"key": "cpu", "operator": "Exists"}]})'
+    '"tolerations": [{"key": "cpu", "operator": "Exists"}]}, start_window=120)'
 )
 
 

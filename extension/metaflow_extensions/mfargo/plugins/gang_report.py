@@ -5,8 +5,10 @@ What a gang step's failure-report task runs once the step failed for good (the D
 JobSet (the names are this step's attempts, newest first), its Jobs and their pods (and,
 when the first failed rank never ran, its pods' Events) from the Kubernetes API with the
 pod's service account (the workflow's Role grants get/list),
-works out which rank failed first and why (``gang_failure``), or, for a queued gang whose
-JobSet the run's queue watch deleted (``queue_watch``), what Kueue said about it, then:
+works out which rank failed first and why (``gang_failure``), or, for a gang whose JobSet
+the run's gang watch deleted (``queue_watch``), why: which ranks never started within its
+start window and the scheduler's reason (the watch's Event, ``let_go``), or, for a queued
+gang, what Kueue said about it, then:
 
 * records it as the ``gang-failure`` metadata of the control task's last attempt (the
   gang's attempt in Metaflow's client and UI), when that task exists (a gang whose pods
@@ -72,6 +74,10 @@ class KubeApi:
 
     def get(self, path, **query):
         return self._call("GET", path, None, **query)
+
+    def post(self, path, body):
+        """Create the object ``body`` at ``path`` (the gang watch's Events)."""
+        return self._call("POST", path, body)
 
     def delete(self, path):
         """Delete the object at ``path`` after its dependents; None when it was not there."""
@@ -159,6 +165,41 @@ def kueue_said(api, ns, jobset_names):
     return None
 
 
+def let_go(api, ns, jobset_names):
+    """(GangFailure, what the watch said) for the newest of ``jobset_names`` the run's gang watch
+    deleted because its ranks did not all start within its start window (queue_watch.py: a
+    GANG_NOT_STARTED_REASON Event on its name, details in GANG_NOT_STARTED_ANNOTATION), or None
+    when a newer JobSet still exists or the watch let none go."""
+    selector = "involvedObject.kind=JobSet,reason=%s" % pod_contract.GANG_NOT_STARTED_REASON
+    events = (api.get(EVENTS % ns, fieldSelector=selector) or {}).get("items") or []
+    for name in jobset_names:
+        mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == name]
+        if not mine:
+            if api.get(JOBSETS % (ns, name)) is not None:
+                return None  # the newest JobSet is there: the ordinary report
+            continue
+        event = max(mine, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        try:
+            verdict = json.loads(((event.get("metadata") or {}).get("annotations") or {})[
+                pod_contract.GANG_NOT_STARTED_ANNOTATION])
+            first = verdict["missing"][0]
+        except (KeyError, IndexError, TypeError, ValueError):
+            verdict, first = None, None
+        if first is None:
+            failure = None
+        else:
+            failure = gang_failure.GangFailure(
+                jobset=name, rank=int(first["rank"]), role=first["role"], job=first.get("job", ""),
+                pod=first.get("pod", ""), reason=NOT_STARTED, exit_code=None, jobset_reason=DELETED_BY_WATCH,
+                restarts=int(verdict.get("restarts") or 0), said=str(first.get("why") or "")[:gang_failure.SAID_CHARS])
+        return failure, event.get("message") or "no reason given"
+    return None
+
+
+NOT_STARTED = "NotStarted"  # the GangFailure reason of a rank the gang watch found never started
+DELETED_BY_WATCH = "DeletedByGangWatch"
+
+
 def never_admitted(api, ns, step, jobset_names):
     """For a queued gang (GANG_QUEUE_ENV) none of whose JobSets exists: the run's queue watch
     (queue_watch.py) deletes one that waited in its queue longer than the step's @timeout, so
@@ -196,13 +237,20 @@ def main(flow, run, step, task, termination_log, *jobset_names):
     api = None
     try:
         api = KubeApi()
-        name, failure, why_not = diagnose(api, namespace(), jobset_names)
-        queued = never_admitted(api, namespace(), step, jobset_names) if name is None else None
+        watch = let_go(api, namespace(), jobset_names)
+        if watch is None:
+            name, failure, why_not = diagnose(api, namespace(), jobset_names)
+            queued = never_admitted(api, namespace(), step, jobset_names) if name is None else None
     except Exception as e:  # the report must say something, whatever broke
         failure, message = None, "gang step %s failed; reading why failed too: %s" % (step, e)
     else:
-        message = failure.message(step) if failure else queued or \
-            "gang step %s failed; no rank failure to report: %s" % (step, why_not)
+        if watch is not None:
+            failure, said = watch
+            message = "gang step %s: JobSet %s deleted by the run's gang watch: %s" % (
+                step, failure.jobset if failure else "?", said)
+        else:
+            message = failure.message(step) if failure else queued or \
+                "gang step %s failed; no rank failure to report: %s" % (step, why_not)
     if failure is not None:
         try:
             attempt = record(flow, run, step, task, failure)

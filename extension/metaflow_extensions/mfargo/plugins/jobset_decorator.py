@@ -22,6 +22,10 @@
 * ``control``: the control pod's own ``cpu``, ``memory``, ``gpu``, ``disk`` (as in
   ``@kubernetes``), ``image``, ``node_selector`` and ``tolerations``; workers keep the
   step's. Rank roles, ``current.parallel`` and the env stay the same.
+* ``start_window``: seconds every rank has to start (be scheduled and have its container
+  running) once the JobSet is active (default 600); a gang that has not started whole by
+  then is deleted by the run's watch, freeing what its started ranks hold, and its step
+  fails (its ``@retry`` tries again) with a report naming the rank and the scheduler's reason.
 
 Read at compile time by mfargo; in pods it does nothing.
 """
@@ -34,7 +38,8 @@ from . import pod_contract as contract
 
 class JobSetDecorator(StepDecorator):
     name = "jobset"
-    defaults = {"queue": None, "priority_class": None, "exclusive_topology": None, "max_restarts": 0, "retry_on": None, "control": None}
+    defaults = {"queue": None, "priority_class": None, "exclusive_topology": None, "max_restarts": 0, "retry_on": None, "control": None,
+                "start_window": None}
 
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         if not any(getattr(d, "IS_PARALLEL", False) for d in decorators):

@@ -46,6 +46,14 @@ GANG_CONTAINER = "main"  # every rank's container (`argo logs` prints "main" by 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 QUEUE_DEADLINE_ANNOTATION = "mfargo/queue-deadline-seconds"
 GANG_QUEUE_ENV = "MFARGO_GANG_QUEUE"  # the queue, for the failure report of a queued gang
+# The seconds every rank of a gang has to start once its JobSet is active (@jobset(start_window=...)):
+# the run's watch (queue_watch.py) deletes a gang that holds some nodes while a rank cannot start.
+START_WINDOW_ANNOTATION = "mfargo/start-window-seconds"
+START_WINDOW_DEFAULT = 600
+# What the watch says about a gang it deleted, as a Kubernetes Event on the JobSet's name (the
+# JobSet is gone when the failure report runs): its reason, and the details as JSON in an annotation.
+GANG_NOT_STARTED_REASON = "GangNotStarted"
+GANG_NOT_STARTED_ANNOTATION = "mfargo/gang-not-started"
 ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
 
