@@ -285,6 +285,11 @@ class Cluster:
             if not token:
                 return
 
+    def nodes(self) -> list[dict]:
+        """Every Node (labels, taints, allocatable), as the API's JSON."""
+        answer = self._call("list nodes", "list_node", core=True)
+        return self._shared_client().sanitize_for_serialization(answer).get("items") or []
+
     def served(self, group: str, version: str) -> set[str] | None:
         """The resources (plurals) the API server serves in group/version (API discovery,
         open to every authenticated user); None when it serves no such group/version."""

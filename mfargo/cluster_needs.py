@@ -1,12 +1,13 @@
 """Asks the cluster for what a bundle needs (``mfargo.prerequisites``) before `create`
-creates anything, and whether Kueue could ever admit its queued gangs (``mfargo.kueue_fit``):
+creates anything, whether Kueue could ever admit its queued gangs (``mfargo.kueue_fit``), and
+whether its other gangs could ever start whole on the nodes (``mfargo.node_fit``, a warning):
 each object once, through ``mfargo.cluster.Cluster``."""
 
 from __future__ import annotations
 
 from functools import partial
 
-from mfargo import kueue_fit, prerequisites
+from mfargo import kueue_fit, node_fit, prerequisites
 from mfargo.cluster import ARGO_GROUP, ARGO_VERSION, PLURALS, Cluster, ClusterError, Resource
 
 
@@ -30,6 +31,20 @@ def unmet(cluster: Cluster, docs: list[dict], namespace: str) -> tuple[list[str]
         if problem:
             missing.append(problem)
     return missing, unchecked
+
+
+def node_warnings(cluster: Cluster, docs: list[dict]) -> list[str]:
+    """One phrase for each gang not queued in Kueue (Kueue judges those) that could never start
+    whole on the nodes it may use; one saying the nodes could not be read, if they could not."""
+    found = [g for g in node_fit.gangs(docs) if not g.queued]
+    if not found:
+        return []
+    try:
+        nodes = cluster.nodes()
+    except ClusterError as e:
+        return ["could not list the cluster's nodes to check that each gang fits them (%s)" % e]
+    return [p + ": it would wait for its start window, then fail" for p in (node_fit.never_fits(g, nodes)
+                                                                              for g in found) if p]
 
 
 def _unadmittable(cluster: Cluster, gang: kueue_fit.GangRequest, answers: dict) -> str | None:

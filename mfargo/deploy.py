@@ -208,6 +208,8 @@ def check_prerequisites(target: Target, docs: list[dict], echo: Echo) -> None:
         echo("mfargo: warning: not allowed to check (403), so not checked: %s" % "; ".join(unchecked), fg="yellow")
     if missing:
         raise DeployError("nothing deployed: the cluster lacks what the workflow needs: %s" % "; ".join(missing))
+    for warning in cluster_needs.node_warnings(target.cluster, docs):
+        echo("mfargo: warning: %s" % warning, fg="yellow")
 
 
 def check_owner(target: Target, kind: str, live: dict | None) -> None:
