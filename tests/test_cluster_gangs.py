@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from flowtools import gang_flow, linear_flow
 from clustertools import ON_EVERY_ARGO, failed_nodes, flow_cmd, kubectl, trigger, wait_workflow
+from metaflow_extensions.mfargo.plugins.pod_contract import FINAL_FAILURE_EXIT
 from test_cluster_e2e import read_run
 
 # ON_EVERY_ARGO on each test Argo takes part in beyond creating the JobSet and reading its
@@ -411,9 +412,12 @@ def test_timeouts_fail_a_gang_step_and_a_plain_step(cluster_env, tmp_path):
         gang_wf, plain_wf = wait_workflow(cluster_env, gang_run, timeout=420), wait_workflow(cluster_env, plain_run, timeout=300)
         assert jobsets(cluster_env, gang_run) == []  # deleted by the failure report, once read
     assert plain_wf["status"]["phase"] == "Failed", failed_nodes(plain_wf)
-    [start] = nodes_by_name(plain_wf)["start"]
-    assert start["phase"] == "Failed" and start["message"] == \
-        "Pod was active on the node longer than the specified deadline", start
+    # Metaflow's @timeout ends the plain step (its pod's deadline is 120 s later): the step's own
+    # failure, with no @retry left, so the keeper's final exit and no retry (docs/cli.md, "Retries")
+    plain_nodes = nodes_by_name(plain_wf)
+    [start] = plain_nodes["start(0)"]
+    assert start["phase"] == "Failed" and start["message"] == "main: Error (exit code %d)" % FINAL_FAILURE_EXIT, start
+    assert "start(1)" not in plain_nodes, failed_nodes(plain_wf)
     assert gang_wf["status"]["phase"] == "Failed", failed_nodes(gang_wf)
     nodes = nodes_by_name(gang_wf)
     assert [n["phase"] for n in nodes["train"]] == ["Failed"], nodes["train"]

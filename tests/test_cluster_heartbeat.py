@@ -110,7 +110,7 @@ def test_a_run_whose_start_never_reaches_the_service_is_recorded(cluster_env, tm
         assert wf["status"]["phase"] == "Failed", wf["status"]
         failed = [n["displayName"] for n in wf["status"]["nodes"].values()
                   if n["type"] == "Pod" and n["phase"] in ("Failed", "Error")]
-        assert failed == ["start"], failed_nodes(wf)
+        assert failed == ["start(0)"], failed_nodes(wf)  # its own failure: not retried (docs/cli.md, "Retries")
         record = run_record(cluster_env, "HeartbeatRecordFlow", run_id)
         assert record is not None and record["run_number"] == run_id, record
         assert "nightly" in record["tags"], record
