@@ -260,6 +260,9 @@ def test_gang_gets_exactly_the_jobset_rbac(tmp_path):
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},  # why a rank never ran
         {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
+        # the run's gang watch (templates/queue_watch.py): the run's JobSets, and why it let one go
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
     assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("ServiceAccount", "default")]
@@ -546,17 +549,30 @@ def pod_templates(wt: dict) -> dict[str, dict]:
 def test_every_pod_of_a_private_image_flow_can_pull_it_and_has_a_deadline(tmp_path):
     """@kubernetes(image_pull_secrets=...) on every step: the gang's pods, the failure report,
     the @exit_hook and notification pods all carry the pull secret, the step's service account
-    and node selector, and a deadline; only the pods that run the flow's code get its Secrets."""
+    and node selector, and a deadline; only the pods that run the flow's code get its Secrets.
+    The run's gang watch (a daemon of every gang flow) pulls the start image and runs where it
+    can too, but as the workflow's account (the one its Role is bound to), until Argo stops it
+    when the run's DAG ends: no deadline (templates/pod.py INHERITS, common.daemon_template)."""
     body = GANG.replace("    @step\n", "    %s\n    @step\n" % PRIVATE)
     flow = write_flow(tmp_path, flow_source("from metaflow import exit_hook\n" + HOOKS, body))
     out = compile_file(flow, "--notify-on-error", "--notify-slack-webhook-url-secret", "slack-hook:webhook").stdout
-    wt = next(yaml.safe_load_all(out))
+    docs = list(yaml.safe_load_all(out))
+    wt = docs[0]
     pods = pod_templates(wt)
-    assert {"start", "0-failure-report-train", "0-on-success-ok", "0-on-error-bad", "0-notify-slack-on-error"} <= set(pods)
+    watch = naming.queue_watch_template_name()
+    assert {"start", "0-failure-report-train", "0-on-success-ok", "0-on-error-bad", "0-notify-slack-on-error",
+            watch} <= set(pods)
     for name, t in pods.items():
         assert json.loads(t["podSpecPatch"]) == {"imagePullSecrets": [{"name": "regcred"}]}, name
-        assert t["serviceAccountName"] == "runner" and t["nodeSelector"] == {"pool": "private"}, name
-        assert isinstance(t["activeDeadlineSeconds"], int) and t["activeDeadlineSeconds"] > 0, name
+        assert t["nodeSelector"] == {"pool": "private"}, name
+        if name == watch:
+            assert "serviceAccountName" not in t and "serviceAccountName" not in wt["spec"], name  # the workflow's
+            assert t["daemon"] is True and "activeDeadlineSeconds" not in t, name
+            [binding] = [d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["name"].endswith("-jobset")]
+            assert ("ServiceAccount", "default") in [(s["kind"], s["name"]) for s in binding["subjects"]]
+        else:
+            assert t["serviceAccountName"] == "runner", name
+            assert isinstance(t["activeDeadlineSeconds"], int) and t["activeDeadlineSeconds"] > 0, name
         secrets = [e["secretRef"]["name"] for e in t["container"].get("envFrom") or []]
         assert ("team-creds" in secrets) == (not name.startswith("0-notify-")), name
     # the gang's own pods, inside the JobSet manifest of its resource template

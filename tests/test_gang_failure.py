@@ -165,7 +165,17 @@ def test_a_report_that_cannot_record_its_finding_still_says_it(monkeypatch, tmp_
     from metaflow_extensions.mfargo.plugins import gang_report
 
     failure = gang_failure.first_failure(jobset(), [job("control", 0, "DeadlineExceeded")], [], EVENTS)
-    monkeypatch.setattr(gang_report, "KubeApi", lambda: None)
+
+    class NothingThere:
+        """An API that answers every read as the real one does an absent object (404: None)."""
+        def __init__(self):
+            self.reads = []
+
+        def get(self, path, **query):
+            self.reads.append(path)
+            return None
+    api = NothingThere()
+    monkeypatch.setattr(gang_report, "KubeApi", lambda: api)
     monkeypatch.setattr(gang_report, "diagnose", lambda api, ns, names: (JS, failure, ""))
 
     def no_task(*args):
@@ -175,6 +185,7 @@ def test_a_report_that_cannot_record_its_finding_still_says_it(monkeypatch, tmp_
     assert gang_report.main("F", "argo-r", "train", "control-x-0", str(log), JS) == 1
     assert log.read_text() == failure.message("train") and "never started: Failed: " in log.read_text()
     assert "not recorded as task metadata (RuntimeError): Metadata request failed (code 404)" in capsys.readouterr().out
+    assert any(path.endswith("/events") for path in api.reads)  # the gang watch's word was asked for: none
 
 
 def test_first_failed_job_is_the_one_the_jobset_names_else_the_earliest():
@@ -263,9 +274,12 @@ def test_every_gang_task_has_a_report_task_beside_it_and_no_hook(training_docs):
         newest = manifest["metadata"]["name"].replace("{{retries}}", str(retries))
         assert jobsets == [newest.rsplit("-", 1)[0] + "-%d" % n for n in range(int(retries), -1, -1)]
         assert container["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
-    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): r["verbs"] for r in role["rules"]}
+    rules = {}  # what the Role grants on each resource: RBAC adds up its rules
+    for r in role["rules"]:
+        rules.setdefault((tuple(r["apiGroups"]), tuple(r["resources"])), []).extend(r["verbs"])
     assert rules[(("batch",), ("jobs",))] == ["list"] and rules[(("",), ("pods",))] == ["list"]
     assert "get" in rules[(("jobset.x-k8s.io",), ("jobsets",))]
+    assert "list" in rules[(("",), ("events",))]  # the watch's Event, and why a rank never ran
 
 
 # The compiled shape with a container standing in for the JobSet step: it fails (exit 1) on

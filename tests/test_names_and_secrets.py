@@ -110,7 +110,8 @@ def test_steps_named_like_generated_templates_compile_beside_them(tmp_path):
     tmpl = templates(doc)
     step_templates = {"start", "split", "split-foreach", "foreach-split", "gang", "train", "train-join",
                       "train-failure-report", "again", "again-loop", "end"}
-    added = {"0-flow", "0-foreach-split", "0-failure-report-train", "0-loop-again"}
+    added = {"0-flow", "0-foreach-split", "0-failure-report-train", "0-loop-again",
+             "0-queue-watch"}  # the run's gang watch, beside every gang flow
     assert set(tmpl) == step_templates | added
     assert doc["spec"]["entrypoint"] == "0-flow"
     top = dag_tasks(doc, "0-flow")
@@ -120,6 +121,7 @@ def test_steps_named_like_generated_templates_compile_beside_them(tmp_path):
     assert top["foreach-split"]["depends"] == "Foreach-split.Succeeded"
     assert dag_tasks(doc, "0-foreach-split")["split-foreach"]["template"] == "split-foreach"
     assert top["train-Failure-report"]["template"] == "0-failure-report-train"
+    assert top[naming.QUEUE_WATCH_TASK]["template"] == "0-queue-watch" and "daemon" in tmpl["0-queue-watch"]
     assert top["train-Failure-report"]["depends"] == "train.Failed || train.Errored"
     assert "container" in tmpl["0-failure-report-train"] and "resource" in tmpl["train"]
     assert top["train-failure-report"]["template"] == "train-failure-report"
