@@ -206,7 +206,7 @@ class SweepFlow(FlowSpec):
     def start(self):
         self.next(self.end)
 
-    @retry(times=RETRIES, minutes_between_retries=0)
+    @retry(times=%(retries)d, minutes_between_retries=0)
     @step
     def end(self):
         what = os.environ["WHAT_EACH_ATTEMPT_DOES"].split(",")[current.retry_count]
@@ -227,7 +227,7 @@ class BudgetedPod(Pod):
 
     def __init__(self, tmp_path: Path, retries: int, each_attempt: str):
         super().__init__(tmp_path)
-        self.flow = write_flow(tmp_path, SWEEP.replace("RETRIES", str(retries)), name="sweep_flow.py")
+        self.flow = write_flow(tmp_path, SWEEP % {"retries": retries}, name="sweep_flow.py")
         self.retries = retries
         self.flow_name = "SweepFlow"
         self.env = dict(self.env, WHAT_EACH_ATTEMPT_DOES=each_attempt, **{contract.ERROR_RETRIES_ENV: "0"})

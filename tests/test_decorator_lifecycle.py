@@ -15,6 +15,9 @@ import yaml
 
 from flowtools import EXAMPLE_ARGS, clean_env, compile_file, write_flow
 
+from mfargo.compiler import rules
+from mfargo.templates import step as step_templates
+
 CORE_OFFLINE = Path(__file__).resolve().parent.parent / "benchmarks" / "core_offline.py"
 
 STEP_MUTATOR = """
@@ -219,7 +222,8 @@ def test_created_decorators_are_not_forwarded_to_the_pods(tmp_path):
                                                       top_args=EXAMPLE_ARGS + ("--with", "retry:times=1")).stdout)
            if d["kind"] == "WorkflowTemplate"][0]
     by_name = {t["name"]: t for t in doc["spec"]["templates"]}
-    assert by_name["start"]["activeDeadlineSeconds"] == 420  # the mutator's @timeout is compiled in
+    # the mutator's @timeout is compiled in (the pod's deadline is Metaflow's @timeout's, then the grace)
+    assert by_name["start"]["activeDeadlineSeconds"] == 420 + step_templates.TIMEOUT_GRACE_SECONDS
     forwarded = _forwarded(doc)
     assert set(forwarded) == {"start", "end"}
     for step, specs in forwarded.items():
@@ -271,7 +275,7 @@ def test_mfargo_compile_passes_with_on_as_metaflow_takes_it(tmp_path):
     assert pods == _pods(direct, ["start", "middle", "end"])
     assert pods["end"]["requests"]["cpu"] == 2 and pods["end"]["requests"]["ephemeral-storage"] == 30000e6
     retries = {t["name"]: (t.get("retryStrategy") or {}).get("limit") for t in ours["spec"]["templates"]}
-    assert retries["end"] == 1
+    assert retries["end"] == 1 + rules.infrastructure_retries(1)  # --with retry:times=1, and the budget
 
 
 def test_gang_pods_carry_the_annotations_metaflows_tools_read_as_cores_do(tmp_path):

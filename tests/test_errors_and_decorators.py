@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from flowtools import compile_file, compile_source, script, templates, write_flow
 
+from mfargo.compiler import rules
+from mfargo.templates import expr
+from mfargo.templates import step as step_templates
+
 HEAD = "from metaflow import FlowSpec, step, kubernetes, resources, retry, timeout, environment, catch, batch, Parameter, project, schedule, JSONType\n"
 TAIL = "if __name__ == '__main__':\n    F()\n"
 
@@ -50,12 +54,14 @@ def test_retry_timeout_environment_catch(tmp_path):
     decos = "    @retry(times=2, minutes_between_retries=1)\n    @timeout(seconds=90)\n    @environment(vars={'MODE': 'fast'})\n"
     [doc] = compile_source(tmp_path, flow("        pass\n", decos))
     a = templates(doc)["a"]
-    assert a["retryStrategy"] == {"limit": 2, "retryPolicy": "Always", "backoff": {"duration": "1m"}}
-    assert a["activeDeadlineSeconds"] == 90
+    # @retry's 2 plus the infrastructure budget, retried on every end but the keeper's final one
+    assert a["retryStrategy"] == {"limit": 2 + rules.infrastructure_retries(2), "backoff": {"duration": "1m"},
+                                  "expression": expr.not_final_failure()}  # policy: Argo's default, Always
+    assert a["activeDeadlineSeconds"] == 90 + step_templates.TIMEOUT_GRACE_SECONDS  # Metaflow's @timeout first
     assert {"name": "MODE", "value": "fast"} in a["container"]["env"]
     assert "--retry-count '{{retries}}' --max-user-code-retries 2" in script(a)
     [doc] = compile_source(tmp_path, flow("        pass\n", "    @catch(var='err')\n"))
-    assert templates(doc)["a"]["retryStrategy"]["limit"] == 3
+    assert templates(doc)["a"]["retryStrategy"]["limit"] == 3 + rules.infrastructure_retries(3)  # @catch's 3
 
 
 def test_parameters_reach_init_through_env_not_the_script(tmp_path):

@@ -3,13 +3,17 @@ arrive exactly or are refused (the one-line refusals are in test_bad_input's tab
 what needs a gang, a @project branch or the emitted YAML)."""
 from __future__ import annotations
 
+import shlex
+
 import pytest
 import yaml
 
 from flowtools import compile_file, gang_flow, linear_flow, load_flow, write_flow
 from mfargo import pipeline
 from mfargo.base import k8s_syntax
-from mfargo.compiler import CompileError, CompileOptions, naming
+from mfargo.compiler import CompileError, CompileOptions, naming, rules
+
+from metaflow_extensions.mfargo.plugins import step_argv
 
 OPTIONS = CompileOptions(datastore="s3", datastore_root="s3://bkt/m", code_in_image="/app")
 
@@ -121,7 +125,10 @@ def test_retry_times_written_exactly(tmp_path, times, limit):
     docs = list(yaml.safe_load_all(compile_file(flow).stdout))
     template = next(d for d in docs if d and d["kind"] == "WorkflowTemplate")
     start = next(t for t in template["spec"]["templates"] if t["name"] == "start")
-    assert (start.get("retryStrategy") or {}).get("limit", 0) == limit
+    assert start["retryStrategy"]["limit"] == limit + rules.infrastructure_retries(limit)  # the budget beside it
+    words = shlex.split(start["container"]["args"][0].splitlines()[-1])
+    step = words[words.index("step"):]  # the start pod runs init, then its step
+    assert step_argv.option(step, "--max-user-code-retries", "0") == str(limit)  # what @retry counts in the pod
 
 
 def test_the_largest_backoff_go_holds_compiles_and_one_more_is_refused(tmp_path):
