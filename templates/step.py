@@ -22,8 +22,9 @@ def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     if wiring.outputs(step):
         env.append(m.EnvVar(name=Env.OUTPUT_DIR, value=Path.OUTPUTS))
     deadline = step.timeout_seconds
-    if step.retry.infra_retries:
+    if step.retry.error_retries:  # templateDefaults says 0 (budget_env_default)
         env.append(m.EnvVar(name=contract.ERROR_RETRIES_ENV, value=str(step.retry.error_retries)))
+    if step.retry.infra_retries:
         deadline = min(deadline + TIMEOUT_GRACE_SECONDS, rules.INT32_MAX)
     if isinstance(step.inputs, ir.FromParameters):
         env += [
@@ -44,6 +45,14 @@ def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
         annotations=common.step_annotations(step),
         retry_strategy=common.retry_strategy(step.retry),
     )
+
+
+def budget_env_default() -> list[m.EnvVar]:
+    """For templateDefaults: every Argo pod is one whose infrastructure failures do not spend
+    @retry (attempt_guard.budgeted; only a step's process reads it), with no @catch attempts;
+    a step with @catch states its own count, which Argo's merge by name keeps. A gang's pods
+    are the JobSet's, which templateDefaults never reach."""
+    return [m.EnvVar(name=contract.ERROR_RETRIES_ENV, value="0")]
 
 
 def template_name(step: ir.Step) -> str:

@@ -63,7 +63,7 @@ def build(wf: ir.Workflow) -> m.WorkflowTemplate:
                     image=default_image,
                     command=pod_command.shared_command(wf),
                     # No resources: each template states its own whole (templates/pod.py).
-                    env=common.env_vars(wf.env) + common.identity_env(),
+                    env=common.env_vars(wf.env) + common.identity_env() + step.budget_env_default(),
                 )
             ),
             hooks=lifecycle or None,

@@ -1,7 +1,11 @@
-"""The small gang's WorkflowTemplate stays within issue 19's size budget: at most 0.3× the
-bytes of Metaflow core's own compiler for the same flow (compact JSON of the template
-alone, as benchmarks/compile_scale.py measures it). Bytes are exact, so this is a test,
-not a benchmark."""
+"""The small gang's WorkflowTemplate stays within a size budget: at most 0.32× the bytes of
+Metaflow core's own compiler for the same flow (compact JSON of the template alone, as
+benchmarks/compile_scale.py measures it). Bytes are exact, so this is a test, not a benchmark.
+
+Issue 19 set 0.3 when the template was 0.25× core's. Issue 45 took it past: every plain step
+now carries a retryStrategy core's lacks (its infrastructure budget, ~150 bytes a step; the
+env it needs sits once in templateDefaults, and its policy is Argo's default) and every gang
+flow a watch daemon (its start window), 0.308× in all; 0.32 leaves that and no more."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import compile_scale  # noqa: E402
 
-BUDGET = 0.3
+BUDGET = 0.32
 
 
 def _template_bytes(cmd: list[str], cwd: Path, env: dict) -> int:

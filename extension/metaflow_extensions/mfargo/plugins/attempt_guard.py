@@ -18,7 +18,8 @@ ordinary run the check costs one look-up (an S3 HEAD); only a renumbering or a r
 the task's attempts (``gang_attempt.attempts``).
 
 Infrastructure failures do not spend @retry. On a step pod that carries
-``ERROR_RETRIES_ENV`` (templates/step.py), Argo retries any end of the pod but one (the
+``ERROR_RETRIES_ENV`` (every Argo pod: templates/step.py ``budget_env_default``, in
+templateDefaults; a gang's JobSet pods do not), Argo retries any end of the pod but one (the
 keeper's ``FINAL_FAILURE_EXIT``), within @retry's attempts plus an infrastructure budget
 (templates/common.py ``retry_strategy``). Each retried attempt reads the attempts Argo
 made of this node before it (the latest ``{{retries}}`` started ones): one the step ended

@@ -131,7 +131,7 @@ RESUME_STEP_ENV = "MFARGO_RESUME_STEP_BASE64"
 # the splitter names the gang's tasks as the origin run did (and can clone them too).
 ENTROPY_ARTIFACT = "_mfargo_gang_entropy"
 # A step pod whose infrastructure failures do not spend @retry (attempt_guard.py) carries its
-# @catch fallback attempts in ERROR_RETRIES_ENV; its keeper ends a failure that leaves no
+# @catch fallback attempts in ERROR_RETRIES_ENV (0 from templateDefaults); its keeper ends a failure that leaves no
 # attempt for the step's code with FINAL_FAILURE_EXIT, the one exit Argo's retryStrategy
 # does not retry (templates/common.py). Any other end (an evicted, deleted or lost pod) is retried.
 ERROR_RETRIES_ENV = "MFARGO_ERROR_RETRIES"
