@@ -170,6 +170,13 @@ def trigger(env: dict, flow: Path, *params: str) -> str:
     return run_id
 
 
+def run_pods(env: dict, run_id: str) -> list[dict]:
+    """The pods of a run (its Argo pods and its gangs'), oldest first."""
+    items = json.loads(kubectl(env, "get", "pods", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
+                               "-l", "workflows.argoproj.io/workflow=" + run_id.removeprefix("argo-")))["items"]
+    return sorted(items, key=lambda p: p["metadata"]["creationTimestamp"])
+
+
 def wait_workflow(env: dict, run_id: str, timeout: float = 900) -> dict:
     """Poll the Workflow of run_id until it finishes (bounded); its final object."""
     name = run_id.removeprefix("argo-")

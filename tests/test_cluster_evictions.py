@@ -12,7 +12,7 @@ import secrets
 import time
 
 import pytest
-from clustertools import ON_EVERY_ARGO, failed_nodes, kubectl, wait_workflow
+from clustertools import ON_EVERY_ARGO, failed_nodes, kubectl, run_pods, wait_workflow
 from test_cluster_e2e import read_run
 from test_cluster_gang_order import pod_log
 from test_cluster_gangs import deployed, write_flow
@@ -71,10 +71,8 @@ if __name__ == "__main__":
 
 def step_pods(env: dict, run_id: str) -> dict[str, dict]:
     """The run's step pods by step name: the newest of each."""
-    items = json.loads(kubectl(env, "get", "pods", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
-                               "-l", "workflows.argoproj.io/workflow=" + run_id.removeprefix("argo-")))["items"]
     out = {}
-    for pod in sorted(items, key=lambda p: p["metadata"]["creationTimestamp"]):
+    for pod in run_pods(env, run_id):
         step = (pod["metadata"].get("annotations") or {}).get("metaflow/step_name")
         if step:
             out[step] = pod

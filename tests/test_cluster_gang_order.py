@@ -31,7 +31,7 @@ import time
 from datetime import datetime
 
 import pytest
-from clustertools import STATE, failed_nodes, kubectl, wait_workflow
+from clustertools import STATE, failed_nodes, kubectl, run_pods, wait_workflow
 from test_cluster_e2e import read_run
 from test_cluster_gangs import deployed, jobsets, write_flow
 
@@ -119,10 +119,8 @@ if __name__ == "__main__":
 
 def gang_pods(env: dict, run_id: str) -> dict[str, dict]:
     """The run's gang pods by replicated job (rank 0's job first): the newest pod of each job index."""
-    items = json.loads(kubectl(env, "get", "pods", "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "-o", "json",
-                               "-l", "workflows.argoproj.io/workflow=" + run_id.removeprefix("argo-")))["items"]
     out = {}
-    for pod in sorted(items, key=lambda p: p["metadata"]["creationTimestamp"]):
+    for pod in run_pods(env, run_id):
         labels = pod["metadata"]["labels"]
         if "jobset.sigs.k8s.io/replicatedjob-name" in labels:
             out["%s-%s" % (labels["jobset.sigs.k8s.io/replicatedjob-name"], labels["jobset.sigs.k8s.io/job-index"])] = pod
