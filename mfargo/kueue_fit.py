@@ -59,14 +59,14 @@ def _queued(manifest: str, ns: str) -> Iterator[GangRequest]:
         largest: dict[str, Decimal] = {}
         for job in (obj.get("spec") or {}).get("replicatedJobs") or []:
             pod = ((((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
-            for resource, amount in _pod_request(pod).items():
+            for resource, amount in pod_request(pod).items():
                 largest[resource] = max(amount, largest.get(resource, Decimal(0)))
         step = (meta.get("annotations") or {}).get(Label.STEP_NAME, meta.get("name", "?"))
         yield GangRequest(step, meta.get("namespace") or ns, queue,
                           tuple(sorted((r, str(q)) for r, q in largest.items())))
 
 
-def _pod_request(pod: dict) -> dict[str, Decimal]:
+def pod_request(pod: dict) -> dict[str, Decimal]:
     """As Kueue counts a pod: its containers' requests summed, or an init container's if larger."""
     total: dict[str, Decimal] = {}
     for container in pod.get("containers") or []:
@@ -110,9 +110,9 @@ def never_admitted(gang: GangRequest, cluster_queue: dict) -> str | None:
     if too_big:
         return "%s holds less %s than one pod of step %s requests (%s): Kueue would never admit the gang" % (
             where, ", ".join(too_big), gang.step,
-            ", ".join("%s %s > %s" % (r, _plain(pod[r]), _plain(covered[r])) for r in too_big))
+            ", ".join("%s %s > %s" % (r, plain(pod[r]), plain(covered[r])) for r in too_big))
     return None
 
 
-def _plain(amount: Decimal) -> str:
+def plain(amount: Decimal) -> str:
     return format(amount.normalize(), "f")

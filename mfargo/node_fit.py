@@ -19,7 +19,7 @@ from decimal import Decimal
 from mfargo.base.validation.report import parse_manifest
 from mfargo.compiler.constants import JobSetKey, Label
 
-from mfargo.kueue_fit import _plain as plain, _pod_request as pod_request  # as Kueue counts a pod
+from mfargo.kueue_fit import plain, pod_request  # as Kueue counts a pod
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,7 @@ def test_the_largest_pod_of_a_gang_is_judged_against_its_queue(tmp_path):
         "(cpu 4 > 3): Kueue would never admit the gang")
     pod = {"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"resources": {"requests": {"cpu": "500m"}}}],
            "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]}
-    assert kueue_fit._pod_request(pod) == {"cpu": 2, "memory": 2 ** 30}
+    assert kueue_fit.pod_request(pod) == {"cpu": 2, "memory": 2 ** 30}
     assert not kueue_fit.gang_requests(compile_source(tmp_path, gang_flow("PlainFlow")), "ns1")
     # A GPU is written as a limit only: Kueue counts it as requested, and so does the check.
     [gpu_gang] = kueue_fit.gang_requests(compile_source(tmp_path, gang_flow(
