@@ -1,8 +1,9 @@
 """retryStrategy: attempts as child nodes ``name(0)``, ``name(1)``... of a Retry node.
 
-mfargo writes ``limit``, ``retryPolicy: Always``, a constant ``backoff.duration`` and an
-``expression`` naming one exit code not to retry (templates/common.py retry_strategy; the
-preflight refuses any other field, policy or expression): a Failed or Errored attempt is
+mfargo writes ``limit``, a constant ``backoff.duration``, and either ``retryPolicy: Always``
+or an ``expression`` naming one exit code not to retry (with which Argo's default policy is
+Always) (templates/common.py retry_strategy; the preflight refuses any other field, policy or
+expression): a Failed or Errored attempt is
 retried after the back-off, at most ``limit`` times, unless its main container exited with
 that code. Every wait is multiplied by the runner's ``backoff_scale``.
 """

@@ -53,10 +53,9 @@ def retry_strategy(retry: ir.Retry) -> m.RetryStrategy | None:
     if retry.argo_limit == 0:
         return None
     backoff = m.Backoff(duration="%dm" % retry.minutes_between) if retry.total and retry.minutes_between else None
-    if retry.infra_retries:  # with an expression Argo's default policy is Always (Argo >= 3.5)
-        return m.RetryStrategy(limit=m.IntOrString(retry.argo_limit), backoff=backoff,
-                               expression=expr.not_final_failure())
-    return m.RetryStrategy(limit=m.IntOrString(retry.argo_limit), retry_policy="Always", backoff=backoff)
+    budgeted = bool(retry.infra_retries)  # with an expression Argo's default policy is Always (Argo >= 3.5)
+    return m.RetryStrategy(limit=m.IntOrString(retry.argo_limit), retry_policy=None if budgeted else "Always",
+                           backoff=backoff, expression=expr.not_final_failure() if budgeted else None)
 
 
 def attempt_tag(retry: ir.Retry) -> str | None:

@@ -78,9 +78,9 @@ def check_pod_task(step_name, argv):
     from .gang_attempt import attempts, started
 
     given = int(os.environ.get("MF_ATTEMPT", "0"))
-    user = int(step_argv.option(argv, MAX_RETRIES) or 0)
     if not (budgeted() and given > 0 or started(*pathspec, given)):  # one look-up: not taken
         return
+    user = int(step_argv.option(argv, MAX_RETRIES) or 0)
     seen, by_step = attempts(*pathspec)
     if not budgeted():  # a gang's pod: its restarts are counted by gang_attempt and JobSet
         by_step = seen
@@ -120,11 +120,17 @@ def final(argv, status, stopped):
 
 def step_words(argv):
     """The step's own command in the keeper's ``argv`` (the start pod runs init, then it)."""
+    return argv[:1] + _split(argv)[1]
+
+
+def _split(argv):
+    """(init's words, the step's words, the interpreter left out) of the keeper's ``argv``:
+    no init but in the start pod's ``python -m init_and_start N ...``."""
     from . import init_and_start
 
     if argv[1:3] == ["-m", init_and_start.__name__]:
-        return argv[:1] + init_and_start.split_commands(argv[3:])[1]
-    return list(argv)
+        return init_and_start.split_commands(argv[3:])
+    return [], list(argv[1:])
 
 
 def renumbered(argv, status, path):
@@ -142,11 +148,7 @@ def renumbered(argv, status, path):
         os.unlink(path)
     except (OSError, ValueError):
         return None
-    from . import init_and_start
-
-    init, step = [], argv[1:]
-    if argv[1:3] == ["-m", init_and_start.__name__]:
-        init, step = init_and_start.split_commands(argv[3:])
+    init, step = _split(argv)
     step = step_argv.with_option(step, RETRY_COUNT, lambda old: attempt)
     step = step_argv.with_option(step, MAX_RETRIES, lambda old: max_retries)
     if init and init_again:

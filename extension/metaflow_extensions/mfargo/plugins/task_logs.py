@@ -86,21 +86,23 @@ def main(argv):
         else:
             note = "[mfargo] Argo's attempt %d of this task ended before the step started; " \
                    "this is attempt %d" % (given, attempt)
-        note = note.encode() + b"\n"
-        sys.stderr.buffer.write(note)
-        sys.stderr.flush()
-        with open(files["stderr"], "ab") as log:
-            log.write(mflog_line(note))
+        say(files, note)
         code, stopped = run(argv, files, uploader, env)
     status = code if code >= 0 else 128 - code
     final = attempt_guard.final(argv, status, stopped)
     if final != status:
-        note = b"[mfargo] the step failed (exit %d) and @retry has no attempt left: the task ends here\n" % status
-        sys.stderr.buffer.write(note)
-        with open(files["stderr"], "ab") as log:
-            log.write(mflog_line(note))
+        say(files, "[mfargo] the step failed (exit %d) and @retry has no attempt left: the task ends here" % status)
     uploader.save(final=True)
     return final
+
+
+def say(files, note):
+    """One line of the keeper's own, on the pod's stderr and in the task's log."""
+    line = note.encode() + b"\n"
+    sys.stderr.buffer.write(line)
+    sys.stderr.flush()
+    with open(files["stderr"], "ab") as log:
+        log.write(mflog_line(line))
 
 
 def run(argv, files, uploader, env):
