@@ -28,14 +28,15 @@ def job(rjob, index, reason=None, at="2026-12-03T10:00:00Z", message="m"):
     return {"metadata": {"name": "%s-%s-%d" % (JS, rjob, index), "labels": labels}, "status": status}
 
 
-def pod(rjob, index, phase="Failed", exit_code=None, reason=None, pod_reason=None, conditions=()):
+def pod(rjob, index, phase="Failed", exit_code=None, reason=None, pod_reason=None, conditions=(),
+        started="2026-12-03T09:59:00Z"):
     name = "%s-%s-%d" % (JS, rjob, index)
     status = {"phase": phase, "conditions": list(conditions)}
     if pod_reason:
         status["reason"] = pod_reason
     if exit_code is not None:
         status["containerStatuses"] = [{"name": "main", "state": {"terminated": {
-            "exitCode": exit_code, "reason": reason, "finishedAt": "2026-12-03T10:00:00Z"}}}]
+            "exitCode": exit_code, "reason": reason, "startedAt": started, "finishedAt": "2026-12-03T10:00:00Z"}}}]
     return {"metadata": {"name": name + "-0-xyz", "labels": {gang_failure.JOB_NAME: name}}, "status": status}
 
 
@@ -127,6 +128,11 @@ def test_a_rank_that_never_started_is_named_before_started_ranks_that_waited_for
     # a report on the cluster that named the started control instead).
     collected = pod("worker", 1, conditions=[{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC"}])
     assert gang_failure.first_failure(named, jobs, [collected], crowded) == failure
+    # The first deadline freed a node, the unscheduled rank's pod took it and its own deadline
+    # stopped it a moment later (exit 143, started after the first Job failed): it ran too late
+    # to count, and is still the rank named (seen on the cluster with Argo 3.7's run).
+    late = pod("worker", 1, exit_code=143, reason="Error", started="2026-12-03T10:00:01Z")
+    assert gang_failure.first_failure(named, jobs, [late], crowded).rank == 2
     # A started rank that failed on its own (an exit code) stays the one named.
     ran = gang_failure.first_failure(named, jobs, [pod("worker", 0, exit_code=1, reason="Error")], crowded)
     assert (ran.rank, ran.exit_code) == (1, 1)

@@ -89,12 +89,17 @@ def _failed_pod(job, pods):
     return max(mine, key=lambda p: _terminated(p).get("finishedAt") or "", default=None)
 
 
-def _ran(job, pods):
-    """Whether a pod of the Job ran its container to an exit code. An unscheduled pod that its
-    Job's deadline deleted is marked Failed by the pod garbage collector before it goes, with no
-    container status: it never ran."""
+def _ran_before(job, pods, failed_at):
+    """Whether a pod of the Job ran its container to an exit code, started before ``failed_at``
+    (when the gang's first Job failed). An unscheduled pod that its Job's deadline deleted is
+    marked Failed by the pod garbage collector before it goes, with no container status: it never
+    ran. One that a node took only once the first deadline freed it, and that its own deadline
+    then stopped, ran too late to count: the others waited for it all along."""
     pod = _failed_pod(job, pods)
-    return pod is not None and _terminated(pod).get("exitCode") is not None
+    if pod is None or _terminated(pod).get("exitCode") is None:
+        return False
+    started = _terminated(pod).get("startedAt") or ""
+    return not (failed_at and started and started >= failed_at)
 
 
 def _terminated(pod):
@@ -159,9 +164,10 @@ def first_failure(jobset, jobs, pods, events=()):
         return None
     failure = _failure(jobset, job, pods, events)
     if events and never_ran(failure):
+        failed_at = _condition(job, "Failed").get("lastTransitionTime") or ""
         for other in sorted(jobs, key=_rank):
             said = never_started(other["metadata"]["name"], events)[:SAID_CHARS]
-            if said and not _ran(other, pods):
+            if said and not _ran_before(other, pods, failed_at):
                 rank = _rank(other)
                 return replace(failure, rank=rank, role=pod_contract.rank_role(rank), job=other["metadata"]["name"],
                                pod="", said=said)
