@@ -96,8 +96,68 @@ SENSORS = Resource(ARGO_GROUP, ARGO_VERSION, "sensors")
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
 
 
-class Cluster:
+class Runs:
+    """What both clients (``Cluster``, ``mfargo.argo_server.ArgoServer``) do with runs, over their
+    own ``get``/``create``/``list`` and the three run verbs ``_terminate``/``_suspend``/``_unsuspend``."""
+
+    namespace: str
+
+    def submit(self, template: str, parameters: dict[str, str], annotations: dict[str, str] | None = None,
+               labels: dict[str, str] | None = None) -> dict:
+        """Create a Workflow from the WorkflowTemplate ``template``; returns the created object."""
+        body = workflow_body(template, parameters, annotations, labels)
+        return self.create(WORKFLOWS, body)
+
+    def runs_of(self, template: str) -> list[dict]:
+        """Every Workflow made from the WorkflowTemplate ``template`` (by reference), in no order.
+
+        Found by the labels naming the template, so only its runs are read, whatever else the
+        namespace holds; one list per label (a selector cannot say "this or that"). A label
+        holds only a name, so each run's ``workflowTemplateRef`` is checked too."""
+        found: dict[str, dict] = {}
+        for key in RUN_TEMPLATE_LABELS:
+            for wf in self.list(WORKFLOWS, label_selector="%s=%s" % (key, template)):
+                ref = (wf.get("spec") or {}).get("workflowTemplateRef") or {}
+                if ref.get("name") == template and not ref.get("clusterScope"):
+                    found[wf["metadata"]["name"]] = wf
+        return list(found.values())
+
+    def get_workflow(self, name: str) -> dict | None:
+        return self.get(WORKFLOWS, name)
+
+    def terminate(self, name: str) -> dict:
+        wf = self._running(name, "terminate")
+        if (wf.get("spec") or {}).get("shutdown") == "Terminate":
+            raise ClusterError("run argo-%s is already being terminated" % name)
+        return self._terminate(name)
+
+    def suspend(self, name: str) -> dict:
+        wf = self._running(name, "suspend")
+        if (wf.get("spec") or {}).get("suspend") is True:
+            raise ClusterError("run argo-%s is already suspended" % name)
+        return self._suspend(name)
+
+    def unsuspend(self, name: str) -> dict:
+        wf = self._running(name, "unsuspend")
+        if not (wf.get("spec") or {}).get("suspend"):
+            raise ClusterError("run argo-%s is not suspended" % name)
+        return self._unsuspend(name)
+
+    def _running(self, name: str, verb: str) -> dict:
+        wf = self.get_workflow(name)
+        if wf is None:
+            raise ClusterError("no run argo-%s in namespace %s" % (name, self.namespace), status=404)
+        if (wf.get("status") or {}).get("finishedAt"):
+            raise ClusterError(
+                "cannot %s run argo-%s: it already finished (%s)" % (verb, name, wf["status"].get("phase", "?"))
+            )
+        return wf
+
+
+class Cluster(Runs):
     """Namespaced custom objects in one default namespace; the API client is made lazily."""
+
+    UNCHECKED = "not allowed to check (403), so not checked"  # what the prerequisite warning says
 
     def __init__(self, namespace: str = "default", kubeconfig: str | None = None, context: str | None = None):
         self.namespace = namespace or "default"
@@ -322,58 +382,30 @@ class Cluster:
                 return False
             raise
 
-    # -- Argo runs --------------------------------------------------------------------
+    def carries(self, kind: str) -> bool:
+        """Whether this client can read and write objects of ``kind``: every kind a bundle holds."""
+        return True
 
-    def submit(self, template: str, parameters: dict[str, str], annotations: dict[str, str] | None = None,
-               labels: dict[str, str] | None = None) -> dict:
-        """Create a Workflow from the WorkflowTemplate ``template``; returns the created object."""
-        body = workflow_body(template, parameters, annotations, labels)
-        return self.create(WORKFLOWS, body)
+    # -- what Runs needs ------------------------------------------------------------------
 
-    def runs_of(self, template: str) -> list[dict]:
-        """Every Workflow made from the WorkflowTemplate ``template`` (by reference), in no order.
-
-        Found by the labels naming the template, so only its runs are read, whatever else the
-        namespace holds; one list per label (a selector cannot say "this or that"). A label
-        holds only a name, so each run's ``workflowTemplateRef`` is checked too."""
-        found: dict[str, dict] = {}
-        for key in RUN_TEMPLATE_LABELS:
-            for wf in self.list(WORKFLOWS, label_selector="%s=%s" % (key, template)):
-                ref = (wf.get("spec") or {}).get("workflowTemplateRef") or {}
-                if ref.get("name") == template and not ref.get("clusterScope"):
-                    found[wf["metadata"]["name"]] = wf
-        return list(found.values())
-
-    def get_workflow(self, name: str) -> dict | None:
-        return self.get(WORKFLOWS, name)
-
-    def terminate(self, name: str) -> dict:
-        wf = self._running(name, "terminate")
-        if (wf.get("spec") or {}).get("shutdown") == "Terminate":
-            raise ClusterError("run argo-%s is already being terminated" % name)
+    def _terminate(self, name: str) -> dict:
         return self.patch(WORKFLOWS, name, {"spec": {"shutdown": "Terminate"}})
 
-    def suspend(self, name: str) -> dict:
-        wf = self._running(name, "suspend")
-        if (wf.get("spec") or {}).get("suspend") is True:
-            raise ClusterError("run argo-%s is already suspended" % name)
+    def _suspend(self, name: str) -> dict:
         return self.patch(WORKFLOWS, name, {"spec": {"suspend": True}})
 
-    def unsuspend(self, name: str) -> dict:
-        wf = self._running(name, "unsuspend")
-        if not (wf.get("spec") or {}).get("suspend"):
-            raise ClusterError("run argo-%s is not suspended" % name)
+    def _unsuspend(self, name: str) -> dict:
         return self.patch(WORKFLOWS, name, {"spec": {"suspend": None}})
 
-    def _running(self, name: str, verb: str) -> dict:
-        wf = self.get_workflow(name)
-        if wf is None:
-            raise ClusterError("no run argo-%s in namespace %s" % (name, self.namespace), status=404)
-        if (wf.get("status") or {}).get("finishedAt"):
-            raise ClusterError(
-                "cannot %s run argo-%s: it already finished (%s)" % (verb, name, wf["status"].get("phase", "?"))
-            )
-        return wf
+
+def connect(namespace: str) -> "Cluster | Runs":
+    """The client a command reaches Argo through: Argo Server when ``ARGO_SERVER`` is set (as
+    for Argo's own CLI; ``mfargo.argo_server``), else the Kubernetes API."""
+    from mfargo import argo_server
+
+    if argo_server.wanted():
+        return argo_server.ArgoServer(namespace)
+    return Cluster(namespace)
 
 
 def workflow_body(template: str, parameters: dict[str, str], annotations=None, labels=None) -> dict:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo import owners, runs, tokens
 from mfargo.cluster import (CRON_WORKFLOWS, JOBSETS, SENSORS, WORKFLOW_TEMPLATES, Cluster,
-                            ClusterError, Resource)
+                            ClusterError, Resource, connect)
 from mfargo.compiler import naming
 from mfargo.compiler.constants import Api, Label
 from mfargo.base.errors import UserError
@@ -44,8 +44,9 @@ class Target:
 
     @property
     def cluster(self) -> Cluster:
+        """The Kubernetes API, or Argo Server when ARGO_SERVER is set (``cluster.connect``)."""
         if self._cluster is None:
-            self._cluster = Cluster(self.namespace)
+            self._cluster = connect(self.namespace)
         return self._cluster
 
     def existing(self) -> dict | None:
@@ -178,6 +179,7 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
     if docs[0]["metadata"]["name"] != target.name:
         raise DeployError("compiled template %s but resolved %s (a bug in mfargo)" % (docs[0]["metadata"]["name"],
                                                                                      target.name))
+    docs = _carried(target, docs, echo)
     check_prerequisites(target, docs, echo)
     plan = transaction.plan(target.cluster, docs, _stale_refs(target, live, docs), target.namespace,
                             lambda kind, obj: check_owner(target, kind, obj))
@@ -197,6 +199,18 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
          bold=True)
 
 
+def _carried(target: Target, docs: list[dict], echo: Echo) -> list[dict]:
+    """The documents this client can write; those it cannot (through Argo Server: a gang's Role
+    and RoleBinding, the concurrency ConfigMap) are named in one line, for an admin to create."""
+    left = [d for d in docs if not target.cluster.carries(d["kind"])]
+    if left:
+        echo("mfargo: warning: Argo Server cannot create %s: an admin creates them in namespace %s through the "
+             "Kubernetes API (`argo-workflows create --only-yaml` prints them)"
+             % (", ".join("%s %s" % (d["kind"], d["metadata"]["name"]) for d in left), target.namespace),
+             fg="yellow")
+    return [d for d in docs if target.cluster.carries(d["kind"])]
+
+
 def check_prerequisites(target: Target, docs: list[dict], echo: Echo) -> None:
     """Before anything is created: every object the documents need exists
     (``mfargo.cluster_needs``), else one error naming each missing one. What the user may
@@ -205,7 +219,7 @@ def check_prerequisites(target: Target, docs: list[dict], echo: Echo) -> None:
 
     missing, unchecked = cluster_needs.unmet(target.cluster, docs, target.namespace)
     if unchecked:
-        echo("mfargo: warning: not allowed to check (403), so not checked: %s" % "; ".join(unchecked), fg="yellow")
+        echo("mfargo: warning: %s: %s" % (target.cluster.UNCHECKED, "; ".join(unchecked)), fg="yellow")
     if missing:
         raise DeployError("nothing deployed: the cluster lacks what the workflow needs: %s" % "; ".join(missing))
     for warning in cluster_needs.node_warnings(target.cluster, docs):
@@ -233,7 +247,7 @@ def _stale_refs(target: Target, live: dict | None, docs: list[dict]) -> list[dic
             refs.append({"apiVersion": Api.ARGO, "kind": "Sensor", "name": ann[Label.SENSOR_NAME],
                          "namespace": ann.get(Label.SENSOR_NAMESPACE) or target.namespace})
     out, seen = [], set()
-    for ref in refs:
+    for ref in (r for r in refs if target.cluster.carries(r["kind"])):
         key = (ref["kind"], ref["name"], ref.get("namespace") or target.namespace)
         if key not in kept and key not in seen:
             seen.add(key)
@@ -263,9 +277,15 @@ def delete(target: Target, authorize: str | None, echo: Echo) -> None:
     sensor = ann.get(Label.SENSOR_NAME) or naming.sensor_name(target.name)
     if cluster.delete(SENSORS, sensor, ann.get(Label.SENSOR_NAMESPACE)):
         echo("Deleted Sensor *%s*" % sensor)
+    left = []
     for ref in _recorded_objects(live or {}):
-        if cluster.delete(Resource.of(ref), ref["name"], ref.get("namespace")):
+        if not cluster.carries(ref["kind"]):
+            left.append("%s %s" % (ref["kind"], ref["name"]))
+        elif cluster.delete(Resource.of(ref), ref["name"], ref.get("namespace")):
             echo("Deleted %s *%s*" % (ref["kind"], ref["name"]))
+    if left:
+        echo("mfargo: warning: Argo Server cannot delete %s: an admin deletes them through the Kubernetes API"
+             % ", ".join(left), fg="yellow")
     if not cluster.delete(WORKFLOW_TEMPLATES, target.name):
         raise DeployError("workflow %s does not exist in namespace %s" % (target.name, target.namespace))
     if ann.get(Label.PRODUCTION_TOKEN):
@@ -276,7 +296,7 @@ def delete(target: Target, authorize: str | None, echo: Echo) -> None:
 def list_templates(flow_name: str, every: bool) -> list[str]:
     from metaflow.metaflow_config import KUBERNETES_NAMESPACE
 
-    cluster = Cluster(KUBERNETES_NAMESPACE or "default")
+    cluster = connect(KUBERNETES_NAMESPACE or "default")
     return [t["metadata"]["name"] for t in cluster.list(WORKFLOW_TEMPLATES)
             if every or annotations(t).get(Label.FLOW_NAME) == flow_name]
 

@@ -52,7 +52,7 @@ def load(source: str | os.PathLike | list[dict]) -> HeraBundle:
             obj = getattr(hera, kind).from_dict(doc)
         except ValueError as error:  # pydantic's ValidationError: hera's model refuses a field
             bundle.objects.append(doc)
-            bundle.kept_as_dicts[name] = "hera's %s model refuses it: %s" % (kind, _refusal(error))
+            bundle.kept_as_dicts[name] = "hera's %s model refuses it: %s" % (kind, refusal(error))
             continue
         lost = first_difference(doc, obj.to_dict())
         if lost is not None:
@@ -104,7 +104,7 @@ def _documents(source) -> list[dict]:
     return docs
 
 
-def _refusal(error: ValueError) -> str:
+def refusal(error: ValueError) -> str:
     """Where and why pydantic refused a document (its values left out: they are the user's)."""
     try:
         first = error.errors()[0]

@@ -27,9 +27,9 @@ from mfargo.compiler.constants import Label
 def _cluster():
     from metaflow.metaflow_config import KUBERNETES_NAMESPACE
 
-    from mfargo.cluster import Cluster
+    from mfargo.cluster import connect
 
-    return Cluster(KUBERNETES_NAMESPACE or "default")
+    return connect(KUBERNETES_NAMESPACE or "default")
 
 
 def _run_cli(deployer, command_name: str, attribute_file: bool = False, **kwargs):
