@@ -2,7 +2,8 @@
 
 One CA signs everything: the API server's serving certificate, a client certificate per
 component (its identity is the CN, its groups the O; RBAC is on), the kubelet's, the JobSet
-webhook's and the private registry's serving certificates. A separate key pair signs service-account tokens.
+webhook's, the private registry's and Argo Server's serving certificates. A separate key pair
+signs service-account tokens.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ def made() -> bool:
 def make_all() -> None:
     """Every certificate and key the parts need, and a kubeconfig per client."""
     pki("").mkdir(parents=True, exist_ok=True)
-    pki("registry.crt").unlink(missing_ok=True)  # signed by the CA made anew here: registry.serve makes it again
+    # Signed by the CA made anew here: registry.serve and components.argo_server make them again.
+    pki("registry.crt").unlink(missing_ok=True)
+    pki("argo-server.crt").unlink(missing_ok=True)
     _key(pki("ca.key"))
     run("certificates", ["openssl", "req", "-x509", "-new", "-key", pki("ca.key"), "-subj", "/CN=mfargo-e2e-ca",
                          "-days", "30", "-sha256", "-out", pki("ca.crt")])

@@ -1,8 +1,8 @@
 """The cluster's processes: their configuration, their start order and their readiness checks.
 
 etcd -> kube-apiserver -> (cluster objects) -> controller-manager, scheduler, containerd ->
-kubelet, kube-proxy, CoreDNS, JobSet, Kueue, workflow-controller, and beside them SeaweedFS S3 and the
-Metaflow metadata service. Every listener is on loopback, on the node's bridge address, or in
+kubelet, kube-proxy, CoreDNS, JobSet, Kueue, workflow-controller, Argo Server, and beside them SeaweedFS S3
+and the Metaflow metadata service. Every listener is on loopback, on the node's bridge address, or in
 the controllers' network namespace. Each part logs to state/logs/<part>.log.
 """
 
@@ -16,6 +16,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from proc import PartFailed, run, say, start, wait_ready
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
             "kubectl", "crictl", "coredns", f"jobset@{layout.JOBSET}", "kueue", "argo-events", "nats-server")
-ARGO_BINARIES = ("workflow-controller", "argoexec")
+ARGO_BINARIES = ("workflow-controller", "argoexec", "argo")
 EVENTS_MODULE = ("github.com/argoproj/argo-events", build.ARGO_EVENTS)
 JOBSET_MODULE = ("sigs.k8s.io/jobset", layout.JOBSET)
 KUEUE_MODULE = ("sigs.k8s.io/kueue", layout.KUEUE)
@@ -489,6 +490,60 @@ def workflow_controller(bins, executor_image: str) -> None:
              "HOME": str(layout.state("argo"))})
     health = f"http://{layout.CTRL_IP}:6060/healthz"
     wait_ready("workflow-controller", lambda: http_ok(health), 60, "GET " + health)
+
+
+ARGO_SERVER = f"{layout.CTRL_IP}:{layout.ARGO_SERVER_PORT}"
+
+
+def argo_server(bins) -> None:
+    """Argo Server (`argo server` of the controller's release) in the controllers' network
+    namespace: it binds its port on every interface, and has no flag to say otherwise.
+
+    `--auth-mode client`: each request's bearer token goes to the API server as it is, so a
+    caller does through Argo Server only what RBAC lets that token do; the server's own
+    informers and config map reads use the admin kubeconfig (KUBECONFIG too: client mode builds
+    each caller's REST config from the default kubeconfig rules, not from --kubeconfig).
+    `--namespaced --managed-namespace` the flows' namespace: its caches (workflow list, templates)
+    watch that namespace only, as a namespaced install's would. TLS with a certificate of the
+    cluster's CA for CTRL_IP, which these releases read only from a Secret in their own namespace
+    (`--tls-certificate-secret-name`; without it they make a self-signed one). The environment is
+    cleared: `argo server` takes any ARGO_* variable as a flag."""
+    if not certs.pki("argo-server.crt").exists():
+        certs.serving("argo-server", "argo-server", [layout.CTRL_IP])
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": {"name": layout.ARGO_SERVER_TLS_SECRET, "namespace": layout.ARGO_NAMESPACE},
+              "stringData": {"tls.crt": certs.pki("argo-server.crt").read_text(),
+                             "tls.key": certs.pki("argo-server.key").read_text()}}
+    # Server-side: no last-applied annotation holding a copy of the key.
+    kubectl(bins, "apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(secret).encode(),
+            part="argo-server")
+    home = layout.state("argo-server")
+    home.mkdir(parents=True, exist_ok=True)
+    start("argo-server", [
+        bins["argo"], "server", "--kubeconfig", layout.ADMIN_KUBECONFIG, "--namespace", layout.ARGO_NAMESPACE,
+        "--auth-mode", "client", "--secure", "--tls-certificate-secret-name", layout.ARGO_SERVER_TLS_SECRET,
+        "--namespaced", "--managed-namespace", layout.NAMESPACE, "--port", str(layout.ARGO_SERVER_PORT)],
+        netns=layout.CTRL_NETNS,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "KUBECONFIG": str(layout.ADMIN_KUBECONFIG)})
+    url = f"https://{ARGO_SERVER}/api/v1/version"
+    wait_ready("argo-server", lambda: _refused_without_token(url), 60,
+               f"GET {url} (TLS verified with the cluster CA) answering 401 to a request without a token")
+
+
+def _refused_without_token(url: str) -> bool:
+    """Argo Server's API answers url over TLS our CA signed, and wants a token (client mode)."""
+    ctx = ssl.create_default_context(cafile=str(certs.pki("ca.crt")))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
+    try:
+        opener.open(url, timeout=2).close()
+    except urllib.error.HTTPError as e:
+        return e.code == 401
+    return False
+
+
+def argo_server_env() -> dict[str, str]:
+    """What `e2e/cluster env` says of Argo Server: its host:port (https) and the CA to trust."""
+    return {"MFARGO_E2E_ARGO_SERVER": ARGO_SERVER, "MFARGO_E2E_ARGO_SERVER_CA": str(certs.pki("ca.crt"))}
 
 
 # --- what the flows store to ----------------------------------------------------------------

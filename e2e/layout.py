@@ -72,6 +72,11 @@ SENSOR_ACCOUNT = "mfargo-e2e-sensor"
 # Argo Events' controller reads its configuration from this fixed path (LoadConfig):
 # `up` writes it, `down` removes it.
 ARGO_EVENTS_CONFIG = Path("/etc/argo-events/controller-config.yaml")
+# Argo Server (`argo server` of the release the controller runs), in CTRL_NETNS: it has no flag
+# for its listen address and binds its port on every interface. Its TLS certificate (the
+# cluster CA's, for CTRL_IP) is read from this Secret in ARGO_NAMESPACE.
+ARGO_SERVER_PORT = 2746
+ARGO_SERVER_TLS_SECRET = "argo-server-tls"
 METADATA_PORT = 23880  # on NODE_IP: the host and the pods use the same URL
 REGISTRY_PORT = 23500  # on NODE_IP: the node's containerd pulls from it
 NAMESPACE = "default"  # where flows run
