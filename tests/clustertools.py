@@ -126,6 +126,45 @@ def cluster_env(request, the_cluster):
         lock.close()
 
 
+# Argo Server (e2e/components.argo_server, client auth mode) as a user with no kubeconfig sees it.
+ARGO_USER = "mfargo-argo-user"
+# Everything on the Argo and Argo Events kinds mfargo deploys and runs; reading pods, their logs
+# and events (and deleting pods: Argo Server's retry deletes the failed nodes' pods with the
+# caller's token). Nothing on RBAC, no Secrets.
+ARGO_USER_RULES = [
+    {"apiGroups": ["argoproj.io"], "verbs": ["*"],
+     "resources": ["workflows", "workflows/finalizers", "workflowtemplates", "workflowtemplates/finalizers",
+                   "cronworkflows", "cronworkflows/finalizers", "workflowtaskresults",
+                   "sensors", "sensors/finalizers"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/log", "events"], "verbs": ["get", "list", "watch"]},
+]
+
+
+@pytest.fixture(scope="module")
+def argo_server_env(cluster_env):
+    """A user's environment that reaches Argo only through Argo Server: no kubeconfig
+    (KUBECONFIG=/dev/null), ARGO_SERVER (host:port, https), ARGO_TOKEN ("Bearer <token>" of
+    service account ARGO_USER in the flows' namespace, bound to a Role of ARGO_USER_RULES only),
+    REQUESTS_CA_BUNDLE (the cluster CA, which signed Argo Server's certificate) and ARGO_NAMESPACE.
+    The account is made (idempotently) and its token requested with the admin's kubeconfig."""
+    ns = cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
+    meta = {"name": ARGO_USER, "namespace": ns}
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": ARGO_USER_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ARGO_USER},
+         "subjects": [{"kind": "ServiceAccount", "name": ARGO_USER, "namespace": ns}]},
+    ]
+    kubectl(cluster_env, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    token = kubectl(cluster_env, "create", "token", ARGO_USER, "-n", ns, "--duration", "2h").strip()
+    assert token, f"no token for {ns}/{ARGO_USER}"
+    yield {**cluster_env, "KUBECONFIG": "/dev/null", "ARGO_SERVER": cluster_env["MFARGO_E2E_ARGO_SERVER"],
+           "ARGO_TOKEN": "Bearer " + token, "REQUESTS_CA_BUNDLE": cluster_env["MFARGO_E2E_ARGO_SERVER_CA"],
+           "ARGO_NAMESPACE": ns}
+
+
 def _running_argo() -> str:
     try:
         return json.loads((STATE / "env.json").read_text()).get("MFARGO_E2E_ARGO", "")
