@@ -129,10 +129,14 @@ class ArgoServer(Runs):
         if name not in self._services:
             secret = token()
             self._secrets = (secret, secret.split(" ", 1)[-1]) if secret else ()
-            if name == "workflows":
-                from hera.workflows.service import WorkflowsService as service
-            else:
-                from hera.events.service import EventsService as service
+            try:
+                if name == "workflows":
+                    from hera.workflows.service import WorkflowsService as service
+                else:
+                    from hera.events.service import EventsService as service
+            except ImportError:
+                raise ClusterError("%s is set, and going through Argo Server needs hera: pip install 'mfargo[hera]' "
+                                   "(or unset %s to use your kube config)" % (SERVER_ENV, SERVER_ENV)) from None
             made = service(host=self.host, verify_ssl=verify_tls(), token=secret, namespace=self.namespace,
                            session=_session(self._in_use))
             self._services[name] = made if name == "workflows" else SensorsAsJson(made)

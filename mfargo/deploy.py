@@ -404,6 +404,11 @@ def terminate(target: Target, name: str, echo: Callable[[str], Any]) -> None:
         time.sleep(STOP_POLL_SECONDS)
         wf = target.cluster.get_workflow(name) or wf
     stopped = bool((wf.get("status") or {}).get("finishedAt"))
+    if not target.cluster.carries("JobSet"):
+        if _has_gangs(wf):
+            echo("Run argo-%s is terminated; its gangs' JobSets stay until the run is deleted (Argo Server cannot "
+                 "delete them: `argo delete %s` does)." % (name, name))
+        return
     uid = wf["metadata"]["uid"]
     try:
         gangs = sorted(js["metadata"]["name"] for js in target.cluster.list(JOBSETS)
@@ -421,6 +426,12 @@ def terminate(target: Target, name: str, echo: Callable[[str], Any]) -> None:
     if not stopped:
         echo("Run argo-%s was still stopping after %d s: a JobSet it creates from now on stays until the run "
              "is deleted." % (name, STOP_WAIT_SECONDS))
+
+
+def _has_gangs(wf: dict) -> bool:
+    """Whether the run has a resource step (a gang's JobSet), as its stored template says."""
+    spec = (wf.get("status") or {}).get("storedWorkflowTemplateSpec") or {}
+    return any("resource" in t for t in spec.get("templates") or ())
 
 
 def list_runs(target: Target, phases: tuple[str, ...], limit: int,

@@ -241,3 +241,12 @@ def _tls_server(monkeypatch, ssl, subprocess) -> int:
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server.server_port
+
+
+def test_without_hera_installed_the_user_is_told_what_to_install(fake, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "hera.workflows.service", None)  # as if hera were not installed
+    with pytest.raises(ClusterError, match=r"^ARGO_SERVER is set, and going through Argo Server needs hera: "
+                                           r"pip install 'mfargo\[hera\]'"):
+        argo_server.ArgoServer("team").get(cluster.WORKFLOW_TEMPLATES, "flow")
