@@ -1,7 +1,8 @@
 """Argo Server on the cluster (e2e/components.argo_server, client auth mode) as a user reaches
 it with `clustertools.argo_server_env` alone, on each Argo release: TLS verified through
 REQUESTS_CA_BUNDLE, the bearer token of a service account whose Role allows Argo's kinds and
-nothing on RBAC or Secrets."""
+nothing on RBAC or Secrets; then mfargo's commands (mfargo.argo_server) through it, with no kube
+config, a gang flow included."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import subprocess
 
 import pytest
 import requests
-from clustertools import ARGO_USER, ON_EVERY_ARGO, STATE
+import yaml
+from clustertools import ARGO_USER, ON_EVERY_ARGO, STATE, failed_nodes, flow_cmd, kubectl, until, wait_workflow
+from flowtools import EXAMPLES
+from test_cluster_deploy import (SLEEPER, SMALL_STEPS, _triggered, assert_stopped, controller_took_cron, exists,
+                                 kube_json, start, undeploy, unique)
+from test_cluster_e2e import SMALL_GANG, read_run
 
 pytestmark = [pytest.mark.cluster, ON_EVERY_ARGO]
 
@@ -56,3 +62,105 @@ def test_argo_user_may_deploy_workflows_but_not_touch_rbac_or_secrets(argo_serve
     assert can_i(cluster_env, "create", "workflowtemplates.argoproj.io") == "yes"
     assert can_i(cluster_env, "create", "roles.rbac.authorization.k8s.io") == "no"
     assert can_i(cluster_env, "get", "secrets") == "no"
+
+
+# -- mfargo's commands through Argo Server alone ---------------------------------------------------
+
+def user_env(argo_server_env: dict) -> dict:
+    """A user who reaches Argo only through Argo Server: no kube config, small step pods."""
+    return {**argo_server_env, "METAFLOW_DECOSPECS": SMALL_STEPS}
+
+
+def test_a_gang_flow_deployed_run_listed_and_deleted_through_argo_server(argo_server_env, cluster_env, tmp_path):
+    """examples/distributed_training.py through Argo Server with no kube config: the admin creates
+    the gang's Role and RoleBinding (Argo Server cannot; `create` says so in one line), the user
+    deploys, triggers, reads the status, lists runs and templates and deletes; the run is read back
+    with Metaflow's client."""
+    user, ns = user_env(argo_server_env), cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
+    source = (EXAMPLES / "distributed_training.py").read_text()
+    big = '@kubernetes(image="python:3.11", cpu=2, memory=8192, shared_memory=1024, port=29500)'
+    assert big in source, "the example's @kubernetes changed: update this test"
+    flow = tmp_path / "distributed_training.py"
+    flow.write_text(source.replace(big, SMALL_GANG))
+    name = unique("via-server")
+    printed = flow_cmd(user, flow, "argo-workflows", "--name", name, "create", "--only-yaml").stdout
+    rbac = [d for d in yaml.safe_load_all(printed) if d["kind"] in ("Role", "RoleBinding")]
+    assert sorted(d["kind"] for d in rbac) == ["Role", "RoleBinding"]
+    kubectl(cluster_env, "apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(rbac))
+    runs: list[str] = []
+    try:
+        created = flow_cmd(user, flow, "argo-workflows", "--name", name, "create")
+        said = " ".join((created.stdout + created.stderr).split())
+        assert "Argo Server cannot create %s" % ", ".join("%s %s" % (d["kind"], d["metadata"]["name"])
+                                                           for d in rbac) in said, said
+        assert exists(cluster_env, "workflowtemplate", name)
+        run_id = start(user, flow, name, runs, "--nodes", "2")
+        wf = wait_workflow(cluster_env, run_id)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        status = flow_cmd(user, flow, "argo-workflows", "--name", name, "status", run_id).stdout.split()
+        assert status == ["Succeeded"], status
+        listed = json.loads(flow_cmd(user, flow, "argo-workflows", "--name", name, "list-runs", "--json").stdout)
+        assert [r["run_id"] for r in listed] == [run_id], listed
+        templates = flow_cmd(user, flow, "argo-workflows", "list-workflow-templates").stdout
+        assert name in templates.split(), templates
+        got = read_run(user, f"DistributedTrainingFlow/{run_id}",
+                       "{'ok': run.successful, 'ranks': run['join'].task.data.ranks}")
+        assert got == {"ok": True, "ranks": [0, 1]}, got
+        deleted = flow_cmd(user, flow, "argo-workflows", "--name", name, "delete")
+        said = " ".join((deleted.stdout + deleted.stderr).split())
+        assert "Argo Server cannot delete Role" in said and not exists(cluster_env, "workflowtemplate", name), said
+    finally:
+        undeploy(cluster_env, flow, runs, "--name", name)
+        for doc in rbac:
+            kubectl(cluster_env, "delete", doc["kind"].lower(), doc["metadata"]["name"], "-n", ns, "--ignore-not-found")
+
+
+def test_a_run_suspended_resumed_and_terminated_through_argo_server(argo_server_env, cluster_env, tmp_path):
+    user = user_env(argo_server_env)
+    flow = tmp_path / "sleeper.py"
+    flow.write_text(SLEEPER)
+    name = unique("sleeper-via-server")
+    runs: list[str] = []
+    flow_cmd(user, flow, "argo-workflows", "--name", name, "create")
+    try:
+        run_id = start(user, flow, name, runs)
+        workflow = run_id.removeprefix("argo-")
+        flow_cmd(user, flow, "argo-workflows", "--name", name, "suspend", run_id)
+        assert kube_json(cluster_env, "workflow", workflow)["spec"].get("suspend") is True
+        flow_cmd(user, flow, "argo-workflows", "--name", name, "unsuspend", run_id)
+        assert not kube_json(cluster_env, "workflow", workflow)["spec"].get("suspend")
+        flow_cmd(user, flow, "argo-workflows", "--name", name, "terminate", run_id)
+        assert_stopped(cluster_env, run_id)
+    finally:
+        undeploy(cluster_env, flow, runs, "--name", name)
+
+
+@pytest.mark.parametrize("example", ["scheduled", "triggered"])
+def test_a_schedule_and_a_sensor_deployed_and_deleted_through_argo_server(argo_server_env, cluster_env, tmp_path,
+                                                                          example):
+    """The CronWorkflow (Argo 3.7's one `schedule` sent as the one-item `schedules` hera's model
+    holds, which 3.6+ reads the same) and the Sensor (sent as JSON) created through Argo Server
+    are taken by Argo's cron controller and Argo Events' (an event starts a run, read back with
+    Metaflow's client); `delete` through Argo Server removes them."""
+    user = user_env(argo_server_env)
+    admin = {**cluster_env, "METAFLOW_DECOSPECS": SMALL_STEPS, "TMP_DIR": str(tmp_path)}
+    flow = tmp_path / (example + ".py")
+    flow.write_text((EXAMPLES / flow.name).read_text())
+    name = unique(example[:5] + "-via-server")
+    runs: list[str] = []
+    flow_cmd(user, flow, "argo-workflows", "--name", name, "create")
+    try:
+        if example == "scheduled":
+            cron = kube_json(cluster_env, "cronworkflow", name)
+            assert cron["spec"]["schedules"] == ["0 3 * * *"] and "schedule" not in cron["spec"], cron["spec"]
+            assert cron["spec"]["timezone"] == "Europe/Berlin", cron["spec"]
+            until("the cron controller scheduled " + name, lambda: controller_took_cron(cluster_env, name), timeout=60)
+            made = ("cronworkflow", name)
+        else:
+            _triggered(admin, flow, name, runs)
+            made = ("sensor", kube_json(cluster_env, "workflowtemplate", name)["metadata"]["annotations"][
+                "metaflow/sensor_name"])
+        flow_cmd(user, flow, "argo-workflows", "--name", name, "delete")
+        assert not exists(cluster_env, *made) and not exists(cluster_env, "workflowtemplate", name)
+    finally:
+        undeploy(cluster_env, flow, runs, "--name", name)
