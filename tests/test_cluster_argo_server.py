@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 import requests
@@ -164,3 +165,33 @@ def test_a_schedule_and_a_sensor_deployed_and_deleted_through_argo_server(argo_s
         assert not exists(cluster_env, *made) and not exists(cluster_env, "workflowtemplate", name)
     finally:
         undeploy(cluster_env, flow, runs, "--name", name)
+
+
+DEPLOYER = """
+import json, sys
+from metaflow import Deployer
+deployed = Deployer(sys.argv[1], show_output=False).argo_workflows(name=sys.argv[2]).create()
+run = deployed.trigger()
+run.wait_for_completion(check_interval=2, timeout=600)
+print(json.dumps({"token": deployed.production_token, "run": run.pathspec, "status": run.status,
+                  "ok": run.run.successful}))
+"""
+
+
+def test_the_deployer_api_through_argo_server(argo_server_env, cluster_env, tmp_path):
+    """Metaflow's Deployer API with the Argo Server settings alone: create, trigger, the run's
+    status while it runs and at its end, the production token: every read through Argo Server."""
+    flow = tmp_path / "hello.py"
+    flow.write_text((EXAMPLES / "hello.py").read_text())
+    name = unique("deployer-via-server")
+    argv = [sys.executable, "-c", DEPLOYER, flow.name, name]
+    done = subprocess.run(argv, cwd=tmp_path, env=user_env(argo_server_env), capture_output=True, text=True,
+                          timeout=900)
+    got = json.loads(done.stdout.splitlines()[-1]) if done.returncode == 0 else {}
+    try:
+        assert done.returncode == 0, done.stderr
+        assert got["status"] == "Succeeded" and got["ok"] is True, got
+        assert got["token"] == kube_json(cluster_env, "workflowtemplate", name)["metadata"]["annotations"][
+            "metaflow/production_token"]
+    finally:
+        undeploy(cluster_env, flow, [got["run"].split("/")[1]] if got.get("run") else [], "--name", name)
