@@ -75,8 +75,8 @@ def user_env(argo_server_env: dict) -> dict:
 def test_a_gang_flow_deployed_run_listed_and_deleted_through_argo_server(argo_server_env, cluster_env, tmp_path):
     """examples/distributed_training.py through Argo Server with no kube config: the admin creates
     the gang's Role and RoleBinding (Argo Server cannot; `create` says so in one line), the user
-    deploys, triggers, reads the status, lists runs and templates and deletes; the run is read back
-    with Metaflow's client."""
+    deploys, triggers, reads the status, resumes from the join, lists runs and templates and
+    deletes; the runs are read back with Metaflow's client."""
     user, ns = user_env(argo_server_env), cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
     source = (EXAMPLES / "distributed_training.py").read_text()
     big = '@kubernetes(image="python:3.11", cpu=2, memory=8192, shared_memory=1024, port=29500)'
@@ -100,13 +100,24 @@ def test_a_gang_flow_deployed_run_listed_and_deleted_through_argo_server(argo_se
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
         status = flow_cmd(user, flow, "argo-workflows", "--name", name, "status", run_id).stdout.split()
         assert status == ["Succeeded"], status
-        listed = json.loads(flow_cmd(user, flow, "argo-workflows", "--name", name, "list-runs", "--json").stdout)
-        assert [r["run_id"] for r in listed] == [run_id], listed
         templates = flow_cmd(user, flow, "argo-workflows", "list-workflow-templates").stdout
         assert name in templates.split(), templates
         got = read_run(user, f"DistributedTrainingFlow/{run_id}",
                        "{'ok': run.successful, 'ranks': run['join'].task.data.ranks}")
         assert got == {"ok": True, "ranks": [0, 1]}, got
+        ids = tmp_path / "resumed-id"  # from `join`: the gang is cloned, join and end run again
+        flow_cmd(user, flow, "argo-workflows", "--name", name, "resume", "join", "--origin-run-id", run_id,
+                 "--run-id-file", str(ids))
+        runs.append(ids.read_text().strip())
+        wf = wait_workflow(cluster_env, runs[-1])
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        got = read_run(user, f"DistributedTrainingFlow/{runs[-1]}",
+                       "{'ok': run.successful, 'join': 'origin-task-id' in run['join'].task.metadata_dict, "
+                       "'train': sorted(t.metadata_dict.get('origin-run-id') for t in run['train'] "
+                       "if 'origin-task-id' in t.metadata_dict)}")
+        assert got == {"ok": True, "join": False, "train": [run_id, run_id]}, got  # the gang cloned, join ran
+        listed = json.loads(flow_cmd(user, flow, "argo-workflows", "--name", name, "list-runs", "--json").stdout)
+        assert [(r["run_id"], r["status"]) for r in listed] == [(runs[1], "Succeeded"), (run_id, "Succeeded")], listed
         deleted = flow_cmd(user, flow, "argo-workflows", "--name", name, "delete")
         said = " ".join((deleted.stdout + deleted.stderr).split())
         assert "Argo Server cannot delete Role" in said and not exists(cluster_env, "workflowtemplate", name), said
