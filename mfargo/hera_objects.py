@@ -9,7 +9,7 @@ Role and RoleBinding, the concurrency ConfigMap), or whose model would refuse or
 (Argo 3.7's CronWorkflow ``spec.schedule``, which hera's model replaced by 4's
 ``schedules``), stays the plain dict it was, and ``HeraBundle.kept_as_dicts`` says why.
 
-hera is imported here only, when this is called: compiling and ``--check`` never import it
+hera is imported here (and in ``mfargo.argo_server``) only, when called: compiling and ``--check`` never import it
 (its import costs more than Metaflow's whole compiler; tests/test_imports.py).
 """
 
