@@ -45,7 +45,7 @@ class Kind:
 
     service: str  # "workflows" (WorkflowsService) or "events" (EventsService)
     noun: str
-    model: str | None  # in hera.workflows.models; None: sent and read as JSON (SensorsAsJson)
+    model: str | None  # in hera.workflows.models / hera.events.models; None: sent and read as JSON (SensorsAsJson)
     create_request: str
     create_field: str  # the request's field holding the object
     update_request: str | None
@@ -58,6 +58,9 @@ KINDS = {
                           "UpdateCronWorkflowRequest"),
     "workflows": Kind("workflows", "workflow", "Workflow", "WorkflowCreateRequest", "workflow", None),
     "sensors": Kind("events", "sensor", None, "CreateSensorRequest", "sensor", "UpdateSensorRequest"),
+    # read only: `create` checks that the webhook EventSource a @trigger flow publishes to exists
+    "eventsources": Kind("events", "event_source", "EventSource", "CreateEventSourceRequest", "event_source",
+                         "UpdateEventSourceRequest"),
 }
 _MEANING = {400: "bad request (400)", 401: "unauthorized (401)", 403: "forbidden (403)", 404: "not found (404)",
             409: "conflict (409)"}
@@ -184,11 +187,9 @@ class ArgoServer(Runs):
 
     def _typed(self, kind: Kind, body: dict, what: str):
         """``body`` as hera's model, refused (one line) when the model would not send it as is."""
-        import hera.workflows.models as workflows
-
         if kind.model is None:
             return body
-        model = getattr(workflows, kind.model)
+        model = getattr(_models(kind), kind.model)
         doc = _as_hera_holds(kind, body)
         try:
             typed = model.model_validate(doc)
@@ -203,11 +204,9 @@ class ArgoServer(Runs):
         return typed
 
     def _request(self, kind: Kind, request_class: str, **fields):
-        import hera.workflows.models as workflows
-
         if kind.model is None:
             return fields
-        return getattr(workflows, request_class)(**fields)
+        return getattr(_models(kind), request_class)(**fields)
 
     # -- generic verbs --------------------------------------------------------------
 
@@ -320,6 +319,15 @@ def _as_hera_holds(kind: Kind, body: dict) -> dict:
     return {**body, "spec": spec}
 
 
+def _models(kind: Kind):
+    """hera's models module of ``kind``'s service."""
+    if kind.service == "workflows":
+        import hera.workflows.models as models
+    else:
+        import hera.events.models as models
+    return models
+
+
 def _plain(answer) -> dict:
     """An answer (hera's model, or JSON already) as the API's JSON."""
     if isinstance(answer, dict):
@@ -335,6 +343,9 @@ class SensorsAsJson:
 
     def __init__(self, service):
         self.service = service
+
+    def __getattr__(self, name: str):  # the EventsService's other verbs (EventSources), as hera has them
+        return getattr(self.service, name)
 
     def _send(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
         from urllib.parse import urljoin

@@ -136,6 +136,7 @@ ARGO_USER_RULES = [
      "resources": ["workflows", "workflows/finalizers", "workflowtemplates", "workflowtemplates/finalizers",
                    "cronworkflows", "cronworkflows/finalizers", "workflowtaskresults",
                    "sensors", "sensors/finalizers"]},
+    {"apiGroups": ["argoproj.io"], "resources": ["eventsources"], "verbs": ["get", "list"]},  # @trigger's, read
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log", "events"], "verbs": ["get", "list", "watch"]},
 ]

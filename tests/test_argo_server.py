@@ -250,3 +250,17 @@ def test_without_hera_installed_the_user_is_told_what_to_install(fake, monkeypat
     with pytest.raises(ClusterError, match=r"^ARGO_SERVER is set, and going through Argo Server needs hera: "
                                            r"pip install 'mfargo\[hera\]'"):
         argo_server.ArgoServer("team").get(cluster.WORKFLOW_TEMPLATES, "flow")
+
+
+def test_prerequisites_through_argo_server_check_what_it_shows_and_name_the_rest(fake):
+    """The triggered example's needs: its EventSource is read through Argo Server (missing here:
+    refused in one phrase); what Argo Server cannot show (the EventBus, the Sensor's service
+    account, the APIs) is named as not checked, and nothing of it is asked of the server."""
+    from mfargo import cluster_needs
+
+    flow = EXAMPLES / "triggered.py"
+    docs = list(yaml.safe_load_all(compile_file(flow, *example_args(flow)).stdout))
+    missing, unchecked = cluster_needs.unmet(argo_server.ArgoServer("team"), docs, "team")
+    assert len(missing) == 1 and missing[0].startswith("no EventSource "), missing
+    assert any(u.startswith("the EventBus") or "EventBus" in u for u in unchecked), unchecked
+    assert [path.split("?")[0].split("/")[3] for _, path, _ in fake.seen] == ["event-sources"]

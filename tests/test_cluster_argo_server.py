@@ -160,7 +160,7 @@ def test_a_schedule_and_a_sensor_deployed_and_deleted_through_argo_server(argo_s
     flow.write_text((EXAMPLES / flow.name).read_text())
     name = unique(example[:5] + "-via-server")
     runs: list[str] = []
-    flow_cmd(user, flow, "argo-workflows", "--name", name, "create")
+    created = flow_cmd(user, flow, "argo-workflows", "--name", name, "create")
     try:
         if example == "scheduled":
             cron = kube_json(cluster_env, "cronworkflow", name)
@@ -168,7 +168,9 @@ def test_a_schedule_and_a_sensor_deployed_and_deleted_through_argo_server(argo_s
             assert cron["spec"]["timezone"] == "Europe/Berlin", cron["spec"]
             until("the cron controller scheduled " + name, lambda: controller_took_cron(cluster_env, name), timeout=60)
             made = ("cronworkflow", name)
-        else:
+        else:  # the EventSource was read through Argo Server (hera's EventSource model); the EventBus cannot be
+            [unchecked] = [line for line in (created.stdout + created.stderr).splitlines() if "not checked" in line]
+            assert "EventBus" in unchecked and "EventSource" not in unchecked, unchecked
             _triggered(admin, flow, name, runs)
             made = ("sensor", kube_json(cluster_env, "workflowtemplate", name)["metadata"]["annotations"][
                 "metaflow/sensor_name"])
