@@ -8,6 +8,8 @@ as CPU seconds (user + system of the whole process, Metaflow's start-up included
   (core_offline.py stands in for the code-package upload; the package is still built);
 * mfargo: `python flow.py argo-workflows create --only-yaml --no-cache` (package built too);
 * mfargo --check, cache warm: `create --output-file F --check` after F was written.
+Column "hera": whether the mfargo compile or the --check imported hera or pydantic (read from
+`python -X importtime`): it must not (only the Argo Server path and mfargo.hera_objects do).
 Ratios: (mfargo - floor) / (core - floor), and each over the floor. Bytes: the
 WorkflowTemplate alone as compact JSON (mfargo's --only-json vs core's --only-json).
 
@@ -143,6 +145,16 @@ def median_cpus(commands: dict[str, tuple[list[str], dict]], cwd: Path, runs: in
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def imports_hera(cmd: list[str], cwd: Path, env: dict) -> bool:
+    """Whether ``cmd`` (a ``python ...`` command) imports hera or pydantic: ``-X importtime``
+    names every module a process imports, on stderr."""
+    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900)
+    modules = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
+               if line.startswith("import time:")}
+    return bool({"hera", "pydantic"} & modules)
+
+
 def template_bytes(json_text: bytes) -> int:
     return len(json.dumps(json.loads(json_text), separators=(",", ":")).encode())
 
@@ -169,6 +181,8 @@ def measure(source: str, runs: int) -> dict:
         }, tmp, runs)
         out["core_bytes"] = template_bytes(cpu_seconds(core_cmd, tmp, core_env)[1])
         out["mfargo_bytes"] = template_bytes(cpu_seconds(create + ["--only-json", "--no-cache"], tmp, env)[1])
+        out["hera"] = any(imports_hera(cmd, tmp, env) for cmd in (create + ["--only-yaml", "--no-cache"],
+                                                                   create + ["--output-file", "flow.yaml", "--check"]))
         return out
 
 
@@ -178,9 +192,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("flows", nargs="*", default=["gang", "100", "500", "900"])
     args = parser.parse_args(argv)
     print("CPU seconds, median of %d; ratios over the floor (show)" % args.runs)
-    print("%-8s %5s %6s %6s %6s %7s | %11s %8s %8s %8s | %9s %9s %6s" % (
+    print("%-8s %5s %6s %6s %6s %7s | %11s %8s %8s %8s | %9s %9s %6s | %4s" % (
         "flow", "steps", "floor", "core", "mfargo", "check", "mf-fl/co-fl", "mf/fl", "core/fl", "check/fl",
-        "core WT B", "mfargo B", "ratio"))
+        "core WT B", "mfargo B", "ratio", "hera"))
     for name in args.flows:
         if name == "gang":
             source, steps = GANG_FLOW, 4
@@ -188,10 +202,10 @@ def main(argv: list[str]) -> None:
             source, steps = big_flow(int(name))
         m = measure(source, args.runs)
         over = (m["mfargo"] - m["floor"]) / (m["core"] - m["floor"])
-        print("%-8s %5d %6.2f %6.2f %6.2f %7.2f | %11.2f %8.2f %8.2f %8.2f | %9d %9d %6.2f" % (
+        print("%-8s %5d %6.2f %6.2f %6.2f %7.2f | %11.2f %8.2f %8.2f %8.2f | %9d %9d %6.2f | %4s" % (
             name, steps, m["floor"], m["core"], m["mfargo"], m["check"], over, m["mfargo"] / m["floor"],
             m["core"] / m["floor"], m["check"] / m["floor"], m["core_bytes"], m["mfargo_bytes"],
-            m["mfargo_bytes"] / m["core_bytes"]), flush=True)
+            m["mfargo_bytes"] / m["core_bytes"], "yes" if m["hera"] else "no"), flush=True)
 
 
 if __name__ == "__main__":
