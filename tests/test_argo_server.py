@@ -264,3 +264,34 @@ def test_prerequisites_through_argo_server_check_what_it_shows_and_name_the_rest
     assert len(missing) == 1 and missing[0].startswith("no EventSource "), missing
     assert any(u.startswith("the EventBus") or "EventBus" in u for u in unchecked), unchecked
     assert [path.split("?")[0].split("/")[3] for _, path, _ in fake.seen] == ["event-sources"]
+
+
+def test_a_deploy_through_argo_server_is_all_or_nothing(fake):
+    """The transaction of the Kubernetes path, through Argo Server: the WorkflowTemplate is
+    written, the CronWorkflow refused (403), and the template is deleted again; the error says
+    it, naming Argo Server."""
+    from mfargo import transaction
+
+    flow = EXAMPLES / "scheduled.py"
+    docs = list(yaml.safe_load_all(compile_file(flow, *example_args(flow)).stdout))
+    assert [d["kind"] for d in docs] == ["WorkflowTemplate", "CronWorkflow"]
+    ns = docs[0]["metadata"]["namespace"]
+    client = argo_server.ArgoServer(ns)
+    refuse = FakeArgoServer._route
+
+    def no_crons(self):
+        if self.command == "POST" and "/cron-workflows/" in self.path:
+            self.seen.append((self.command, self.path, None))
+            return self._answer(403, {"code": 7, "message": "cronworkflows is forbidden"})
+        return refuse(self)
+
+    fake.do_POST = no_crons
+    try:
+        plan = transaction.plan(client, docs, [], ns, lambda kind, live: None)
+        with pytest.raises(transaction.PartialDeploy) as failed:
+            transaction.run(client, plan, docs[0]["metadata"]["name"], lambda *a, **k: None)
+    finally:
+        fake.do_POST = refuse
+    assert "forbidden (403) from Argo Server at http://127.0.0.1:" in str(failed.value), failed.value
+    assert "WorkflowTemplate %s/%s: deleted" % (ns, docs[0]["metadata"]["name"]) in str(failed.value), failed.value
+    assert fake.store == {}

@@ -75,7 +75,7 @@ def user_env(argo_server_env: dict) -> dict:
 def test_a_gang_flow_deployed_run_listed_and_deleted_through_argo_server(argo_server_env, cluster_env, tmp_path):
     """examples/distributed_training.py through Argo Server with no kube config: the admin creates
     the gang's Role and RoleBinding (Argo Server cannot; `create` says so in one line), the user
-    deploys, triggers, reads the status, resumes from the join, lists runs and templates and
+    deploys (and deploys again: a replace), triggers, reads the status, resumes from the join, lists runs and templates and
     deletes; the runs are read back with Metaflow's client."""
     user, ns = user_env(argo_server_env), cluster_env["METAFLOW_KUBERNETES_NAMESPACE"]
     source = (EXAMPLES / "distributed_training.py").read_text()
@@ -95,6 +95,8 @@ def test_a_gang_flow_deployed_run_listed_and_deleted_through_argo_server(argo_se
         assert "Argo Server cannot create %s" % ", ".join("%s %s" % (d["kind"], d["metadata"]["name"])
                                                            for d in rbac) in said, said
         assert exists(cluster_env, "workflowtemplate", name)
+        again = flow_cmd(user, flow, "argo-workflows", "--name", name, "create")  # a replace, at its resourceVersion
+        assert "Replaced WorkflowTemplate %s" % name in (again.stdout + again.stderr).replace("*", ""), again.stdout
         run_id = start(user, flow, name, runs, "--nodes", "2")
         wf = wait_workflow(cluster_env, run_id)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
