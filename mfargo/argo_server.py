@@ -116,7 +116,8 @@ class ArgoServer(Runs):
         self.namespace = namespace or "default"
         self.host = base_url()
         self._services: dict[str, Any] = {}
-        self._secrets: tuple[str, ...] = ()
+        self._token: str | None = None
+        self._secrets: tuple[str, ...] | None = None  # None: the token not read yet
         self._in_use: dict[int, Any] = {}
 
     @property
@@ -129,9 +130,10 @@ class ArgoServer(Runs):
     # -- connection ---------------------------------------------------------------
 
     def _service(self, name: str):
+        if self._secrets is None:  # read once, whichever service asks first
+            self._token = token()
+            self._secrets = (self._token, self._token.split(" ", 1)[-1]) if self._token else ()
         if name not in self._services:
-            secret = token()
-            self._secrets = (secret, secret.split(" ", 1)[-1]) if secret else ()
             try:
                 if name == "workflows":
                     from hera.workflows.service import WorkflowsService as service
@@ -140,7 +142,7 @@ class ArgoServer(Runs):
             except ImportError:
                 raise ClusterError("%s is set, and going through Argo Server needs hera: pip install 'mfargo[hera]' "
                                    "(or unset %s to use your kube config)" % (SERVER_ENV, SERVER_ENV)) from None
-            made = service(host=self.host, verify_ssl=verify_tls(), token=secret, namespace=self.namespace,
+            made = service(host=self.host, verify_ssl=verify_tls(), token=self._token, namespace=self.namespace,
                            session=_session(self._in_use))
             self._services[name] = made if name == "workflows" else SensorsAsJson(made)
         return self._services[name]
@@ -177,7 +179,7 @@ class ArgoServer(Runs):
                               % (what, kind.model or kind.noun, refusal(e))) from None
 
     def _error(self, message: str, status: int | None = None) -> ClusterError:
-        return ClusterError(api_guard.without_credentials(message, self._secrets), status=status)
+        return ClusterError(api_guard.without_credentials(message, self._secrets or ()), status=status)
 
     def _kind(self, res: Resource, what: str) -> Kind:
         if res.group == ARGO_GROUP and res.plural in KINDS:
