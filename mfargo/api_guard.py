@@ -98,6 +98,12 @@ def watched_pool(cls, in_use: dict):
     return Watched
 
 
+def watch_pools(manager, in_use: dict) -> None:
+    """Make urllib3's pool ``manager`` record each thread's connection (``watched_pool``)."""
+    manager.pool_classes_by_scheme = {scheme: watched_pool(cls, in_use)
+                                      for scheme, cls in manager.pool_classes_by_scheme.items()}
+
+
 def without_credentials(text: str, secrets=()) -> str:
     """``text`` with the user-info of every URL and each of ``secrets`` masked: no
     password, token or key from a kube config ever reaches a message."""

@@ -4,16 +4,18 @@ Chosen when ``ARGO_SERVER`` is set, as Argo's own CLI chooses it (``mfargo.clust
 and configured by the same settings as Argo's CLI: ``ARGO_SERVER`` (``host:port``, or a URL),
 ``ARGO_SECURE`` (https unless ``false``), ``ARGO_INSECURE_SKIP_VERIFY``, ``ARGO_BASE_HREF``,
 ``ARGO_TOKEN`` (else what ``argo auth token`` prints, when Argo's CLI is installed). TLS is
-verified against the system's CAs, or ``REQUESTS_CA_BUNDLE``.
+verified against requests' CA bundle (certifi's), or ``REQUESTS_CA_BUNDLE``.
 
 ``ArgoServer`` has ``mfargo.cluster.Cluster``'s verbs for the kinds Argo Server serves
-(WorkflowTemplate, CronWorkflow, Workflow, Sensor), through hera's ``WorkflowsService`` and
-``EventsService``; an object goes as hera's model only when the model holds it whole
-(``hera_objects.first_difference``), a Sensor as JSON on the EventsService's session
-(``SensorsAsJson``: hera's model cannot hold its trigger). What Argo Server does not serve (a gang's Role and
-RoleBinding, the concurrency ConfigMap, Secrets, JobSets, Kueue's objects, Nodes) fails with
-status 403 and a message saying so: ``deploy`` leaves those documents to an admin and says
-which, and the prerequisite checks name what they could not check.
+(WorkflowTemplate, CronWorkflow, Workflow, Sensor; EventSources read). It writes through
+hera's ``WorkflowsService``, an object going as hera's model only when the model sends it as
+compiled (``hera_objects.first_difference``); it reads as JSON on the same session, paths and
+token, because hera's models drop what they do not know and refuse what Argo still serves
+(Argo 3.7's CronWorkflow ``schedule``). Sensors are written as JSON too: hera's Sensor model
+holds a trigger's Workflow as a string, where Argo Server takes an object. What Argo Server
+does not serve (a gang's Role and RoleBinding, the concurrency ConfigMap, Secrets, JobSets,
+Kueue's objects, Nodes) fails with status 403 and says so: ``deploy`` leaves those documents
+to an admin, and the prerequisite checks name what they could not check.
 
 hera is imported here only, when a call is made: compiling and ``--check`` never import it.
 """
@@ -21,13 +23,16 @@ hera is imported here only, when a call is made: compiling and ``--check`` never
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 from mfargo import api_guard
-from mfargo.cluster import ARGO_GROUP, PLURALS, TIMEOUT, ClusterError, Resource, Runs
+from mfargo.cluster import ARGO_GROUP, HTTP_MEANINGS, PLURALS, TIMEOUT, ClusterError, Resource, Runs, root_reason
 from mfargo.hera_objects import first_difference, refusal
 
 SERVER_ENV = "ARGO_SERVER"
@@ -36,34 +41,46 @@ SECURE_ENV = "ARGO_SECURE"
 SKIP_VERIFY_ENV = "ARGO_INSECURE_SKIP_VERIFY"
 BASE_HREF_ENV = "ARGO_BASE_HREF"
 TOKEN_COMMAND_SECONDS = 15  # for `argo auth token`
+# Argo Server checks a new run or schedule against its cache of WorkflowTemplates, which may
+# not hold the template written a moment before: a 404 naming it is asked again, this long.
+TEMPLATE_SEEN_SECONDS = 10
+TEMPLATE_POLL_SECONDS = 0.5
 NOT_SERVED = 403  # the status of a ClusterError for what Argo Server does not serve
+_TOKEN = re.compile(r"[\x21-\x7e]+( [\x21-\x7e]+)?")  # "Bearer <token>" or the token: one printable line
 
 
 @dataclass(frozen=True)
 class Kind:
-    """How hera's service names one kind: ``<verb>_<noun>`` methods, its model, its requests."""
+    """One kind as Argo Server serves it: its API path, and how hera's service writes it."""
 
     service: str  # "workflows" (WorkflowsService) or "events" (EventsService)
-    noun: str
-    model: str | None  # in hera.workflows.models / hera.events.models; None: sent and read as JSON (SensorsAsJson)
+    path: str  # api/v1/<path>/<namespace>[/<name>]
+    noun: str  # hera's methods: create_<noun>, update_<noun>, delete_<noun>
+    model: str | None  # in hera.workflows.models; None: written as JSON
     create_request: str
-    create_field: str  # the request's field holding the object
+    field: str  # the request's field holding the object
     update_request: str | None
 
 
 KINDS = {
-    "workflowtemplates": Kind("workflows", "workflow_template", "WorkflowTemplate", "WorkflowTemplateCreateRequest",
-                              "template", "WorkflowTemplateUpdateRequest"),
-    "cronworkflows": Kind("workflows", "cron_workflow", "CronWorkflow", "CreateCronWorkflowRequest", "cron_workflow",
-                          "UpdateCronWorkflowRequest"),
-    "workflows": Kind("workflows", "workflow", "Workflow", "WorkflowCreateRequest", "workflow", None),
-    "sensors": Kind("events", "sensor", None, "CreateSensorRequest", "sensor", "UpdateSensorRequest"),
+    "workflowtemplates": Kind("workflows", "workflow-templates", "workflow_template", "WorkflowTemplate",
+                              "WorkflowTemplateCreateRequest", "template", "WorkflowTemplateUpdateRequest"),
+    "cronworkflows": Kind("workflows", "cron-workflows", "cron_workflow", "CronWorkflow", "CreateCronWorkflowRequest",
+                          "cron_workflow", "UpdateCronWorkflowRequest"),
+    "workflows": Kind("workflows", "workflows", "workflow", "Workflow", "WorkflowCreateRequest", "workflow", None),
+    "sensors": Kind("events", "sensors", "sensor", None, "CreateSensorRequest", "sensor", "UpdateSensorRequest"),
     # read only: `create` checks that the webhook EventSource a @trigger flow publishes to exists
-    "eventsources": Kind("events", "event_source", "EventSource", "CreateEventSourceRequest", "event_source",
-                         "UpdateEventSourceRequest"),
+    "eventsources": Kind("events", "event-sources", "event_source", None, "", "event_source", None),
 }
-_MEANING = {400: "bad request (400)", 401: "unauthorized (401)", 403: "forbidden (403)", 404: "not found (404)",
-            409: "conflict (409)"}
+
+
+class ServerAnswer(Exception):
+    """A non-2xx answer of Argo Server: its status and its message (``{"code", "message"}``)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 def wanted() -> bool:
@@ -74,13 +91,16 @@ def wanted() -> bool:
 def base_url() -> str:
     """Argo Server's URL from the settings, ending in "/" (hera joins its API paths to it)."""
     server = os.environ.get(SERVER_ENV, "").strip()
-    if not server or any(c.isspace() for c in server):
-        raise ClusterError("%s=%r: give Argo Server's host:port (or its URL)" % (SERVER_ENV, server))
     if "://" not in server:
         secure = os.environ.get(SECURE_ENV, "true").strip().lower() not in ("false", "0", "no")
         server = "%s://%s" % ("https" if secure else "http", server)
-    base = os.environ.get(BASE_HREF_ENV, "").strip().strip("/")
-    return server.rstrip("/") + "/" + (base + "/" if base else "")
+    scheme, _, rest = server.partition("://")
+    parts = urlsplit(scheme.lower() + "://" + rest)
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in server):
+        raise ClusterError("%s=%r: give Argo Server's host:port, or its http:// or https:// URL"
+                           % (SERVER_ENV, os.environ.get(SERVER_ENV, "")))
+    base = "/".join(p for p in (parts.path.strip("/"), os.environ.get(BASE_HREF_ENV, "").strip().strip("/")) if p)
+    return "%s://%s/%s" % (parts.scheme, parts.netloc, base + "/" if base else "")
 
 
 def verify_tls() -> bool:
@@ -89,10 +109,10 @@ def verify_tls() -> bool:
 
 def token() -> str | None:
     """``ARGO_TOKEN``, else what ``argo auth token`` prints (bounded), else None (a server
-    that needs no token: its ``server`` auth mode)."""
+    that needs no token: its ``server`` auth mode). Never shown in a message."""
     given = os.environ.get(TOKEN_ENV, "").strip()
     if given:
-        return given
+        return _checked(given, TOKEN_ENV)
     argo = shutil.which("argo")
     if argo is None:
         return None
@@ -104,7 +124,14 @@ def token() -> str | None:
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]
         raise ClusterError("no %s, and `argo auth token` failed: %s" % (TOKEN_ENV, why))
-    return done.stdout.strip() or None
+    return _checked(done.stdout.strip(), "what `argo auth token` printed") if done.stdout.strip() else None
+
+
+def _checked(value: str, where: str) -> str:
+    if not _TOKEN.fullmatch(value):
+        raise ClusterError("%s is not a token: one line of printable ASCII, as 'Bearer <token>' (not shown here)"
+                           % where)
+    return value
 
 
 class ArgoServer(Runs):
@@ -117,7 +144,8 @@ class ArgoServer(Runs):
         self.host = base_url()
         self._services: dict[str, Any] = {}
         self._token: str | None = None
-        self._secrets: tuple[str, ...] | None = None  # None: the token not read yet
+        self._token_read = False
+        self._secrets: tuple[str, ...] = ()
         self._in_use: dict[int, Any] = {}
 
     @property
@@ -130,8 +158,8 @@ class ArgoServer(Runs):
     # -- connection ---------------------------------------------------------------
 
     def _service(self, name: str):
-        if self._secrets is None:  # read once, whichever service asks first
-            self._token = token()
+        if not self._token_read:  # once, whichever service asks first
+            self._token, self._token_read = token(), True
             self._secrets = (self._token, self._token.split(" ", 1)[-1]) if self._token else ()
         if name not in self._services:
             try:
@@ -142,44 +170,57 @@ class ArgoServer(Runs):
             except ImportError:
                 raise ClusterError("%s is set, and going through Argo Server needs hera: pip install 'mfargo[hera]' "
                                    "(or unset %s to use your kube config)" % (SERVER_ENV, SERVER_ENV)) from None
-            made = service(host=self.host, verify_ssl=verify_tls(), token=self._token, namespace=self.namespace,
-                           session=_session(self._in_use))
-            self._services[name] = made if name == "workflows" else SensorsAsJson(made)
+            self._services[name] = service(host=self.host, verify_ssl=verify_tls(), token=self._token,
+                                           namespace=self.namespace, session=_session(self._in_use))
         return self._services[name]
 
-    def _call(self, what: str, kind: Kind, verb: str, *args, **kwargs):
-        """hera's ``<verb>_<noun>`` within the total deadline; every failure one ClusterError line."""
+    def _call(self, what: str, call):
+        """``call()`` within the total deadline; every failure one ClusterError line."""
         import requests
-        from hera.exceptions import HeraException
 
-        service = self._service(kind.service)
-        method = getattr(service, "%s_%s%s" % (verb, kind.noun, "s" if verb == "list" else ""))
         try:
-            return api_guard.within(api_guard.deadline(), lambda: method(*args, **kwargs), self._in_use)
+            return api_guard.within(api_guard.deadline(), call, self._in_use)
         except api_guard.DeadlineExceeded as e:
             raise self._error("%s: no complete answer from Argo Server at %s within %.0f s (the deadline of every "
                               "API call; %s sets it)" % (what, self.server, e.seconds, api_guard.DEADLINE_ENV)) \
                 from None
-        except HeraException as e:
-            status = getattr(e, "status_code", None)
-            meaning = _MEANING.get(status, "Argo Server error %s" % status)
-            said = _said(e)
-            if status == 401:
-                said = "the token (%s or `argo auth token`) was refused: %s" % (TOKEN_ENV, said)
-            raise self._error("%s: %s from Argo Server at %s: %s" % (what, meaning, self.server, said), status) \
+        except ServerAnswer as e:
+            raise self._refused(what, e) from None
+        except requests.exceptions.JSONDecodeError:
+            raise self._error("%s: %s answered with something other than Argo Server's API (check %s and %s, or a "
+                              "login proxy in front of it)" % (what, self.server, SERVER_ENV, BASE_HREF_ENV)) \
                 from None
         except requests.exceptions.SSLError as e:
             raise self._error("%s: cannot verify Argo Server's certificate at %s (trust its CA with "
                               "REQUESTS_CA_BUNDLE, or set %s=true): %s"
-                              % (what, self.server, SKIP_VERIFY_ENV, _root(e))) from None
+                              % (what, self.server, SKIP_VERIFY_ENV, root_reason(e))) from None
         except requests.exceptions.RequestException as e:
-            raise self._error("%s: cannot reach Argo Server at %s: %s" % (what, self.server, _root(e))) from None
-        except ValueError as e:  # pydantic: an answer hera's model refuses
-            raise self._error("%s: Argo Server's answer does not fit hera's %s model: %s"
-                              % (what, kind.model or kind.noun, refusal(e))) from None
+            raise self._error("%s: cannot reach Argo Server at %s: %s" % (what, self.server, root_reason(e))) \
+                from None
+        except ValueError as e:  # pydantic: an answer to a write that hera's model refuses
+            raise self._error("%s: Argo Server's answer does not fit hera's model: %s" % (what, refusal(e))) \
+                from None
 
-    def _error(self, message: str, status: int | None = None) -> ClusterError:
-        return ClusterError(api_guard.without_credentials(message, self._secrets or ()), status=status)
+    def _refused(self, what: str, answer: ServerAnswer) -> ClusterError:
+        said = answer.message
+        if answer.status == 401:
+            said = ("the token (%s or `argo auth token`) was refused: %s" % (TOKEN_ENV, said) if self._token
+                    else "no token was sent: set %s (or install Argo's CLI: mfargo reads `argo auth token`)"
+                    % TOKEN_ENV)
+        meaning = HTTP_MEANINGS.get(answer.status, "Argo Server error %d" % answer.status)
+        return self._error("%s: %s from Argo Server at %s: %s" % (what, meaning, self.server, said), answer.status)
+
+    def _json(self, kind: Kind, method: str, name: str = "", namespace: str | None = None,
+              body: dict | None = None, params: dict | None = None) -> dict:
+        """One call of Argo Server's JSON API on the service's session, host and token."""
+        service = self._service(kind.service)
+        path = "api/v1/%s/%s%s" % (kind.path, namespace or self.namespace, "/" + name if name else "")
+        headers = {"Authorization": service.token} if service.token else {}
+        what = "%s %s%s" % ({"get": "get", "post": "create", "put": "replace", "delete": "delete"}[method],
+                            kind.path.replace("-", ""), " " + name if name else "")
+        return self._call(what, lambda: service.session.request(
+            method, service.host + path, params=params, json=body, headers=headers, verify=service.verify_ssl,
+            cert=service.client_certs).json())
 
     def _kind(self, res: Resource, what: str) -> Kind:
         if res.group == ARGO_GROUP and res.plural in KINDS:
@@ -188,13 +229,15 @@ class ArgoServer(Runs):
                            % (what, res.plural), status=NOT_SERVED)
 
     def _typed(self, kind: Kind, body: dict, what: str):
-        """``body`` as hera's model, refused (one line) when the model would not send it as is."""
+        """``body`` as hera's model, refused (one line) when the model would not send it as is;
+        ``body`` itself for a kind written as JSON."""
         if kind.model is None:
             return body
-        model = getattr(_models(kind), kind.model)
+        import hera.workflows.models as models
+
         doc = _as_hera_holds(kind, body)
         try:
-            typed = model.model_validate(doc)
+            typed = getattr(models, kind.model).model_validate(doc)
         except ValueError as e:
             raise ClusterError("%s: cannot go through Argo Server: hera's %s model refuses it: %s"
                                % (what, kind.model, refusal(e))) from None
@@ -205,18 +248,27 @@ class ArgoServer(Runs):
                                "through the Kubernetes API: unset %s)" % (what, kind.model, lost, SERVER_ENV))
         return typed
 
-    def _request(self, kind: Kind, request_class: str, **fields):
+    def _write(self, kind: Kind, verb: str, request_class: str, what: str, *args, **fields) -> dict:
+        """hera's ``<verb>_<noun>`` with a request of ``request_class`` made of ``fields``
+        (their object typed), or the same as JSON for a kind hera's model cannot hold."""
+        ns = fields["namespace"]
         if kind.model is None:
-            return fields
-        return getattr(_models(kind), request_class)(**fields)
+            method = {"create": "post", "update": "put"}[verb]
+            return self._json(kind, method, args[0] if args else "", ns, body=fields)
+        import hera.workflows.models as models
+
+        request = getattr(models, request_class)(**dict(fields, **{kind.field: self._typed(kind, fields[kind.field],
+                                                                                          what)}))
+        service = self._service(kind.service)
+        method = getattr(service, "%s_%s" % (verb, kind.noun))
+        return _plain(self._call(what, lambda: method(*args, request, namespace=ns)))
 
     # -- generic verbs --------------------------------------------------------------
 
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict | None:
-        what = "get %s %s" % (res.plural, name)
-        kind = self._kind(res, what)
+        kind = self._kind(res, "get %s %s" % (res.plural, name))
         try:
-            return _plain(self._call(what, kind, "get", name, namespace=namespace or self.namespace))
+            return self._json(kind, "get", name, namespace)
         except ClusterError as e:
             if e.status == 404:
                 return None
@@ -226,26 +278,29 @@ class ArgoServer(Runs):
         meta = body.get("metadata") or {}
         what = "create %s %s" % (res.plural, meta.get("name") or meta.get("generateName", ""))
         kind = self._kind(res, what)
-        ns = namespace or self.namespace
-        request = self._request(kind, kind.create_request, namespace=ns,
-                                **{kind.create_field: self._typed(kind, body, what)})
-        return _plain(self._call(what, kind, "create", request, namespace=ns))
+        fields = {"namespace": namespace or self.namespace, kind.field: body}
+        deadline = time.monotonic() + TEMPLATE_SEEN_SECONDS
+        while True:
+            try:
+                return self._write(kind, "create", kind.create_request, what, **fields)
+            except ClusterError as e:
+                fresh = e.status == 404 and "workflowtemplates" in str(e) and kind.noun != "workflow_template"
+                if not fresh or time.monotonic() > deadline:
+                    raise
+            time.sleep(TEMPLATE_POLL_SECONDS)  # Argo Server's cache has not seen the template written just now
 
     def replace(self, res: Resource, name: str, body: dict, namespace: str | None = None) -> dict:
         what = "replace %s %s" % (res.plural, name)
         kind = self._kind(res, what)
         if kind.update_request is None:
             raise ClusterError("%s: Argo Server does not replace %s" % (what, res.plural), status=NOT_SERVED)
-        ns = namespace or self.namespace
-        request = self._request(kind, kind.update_request, name=name, namespace=ns,
-                                **{kind.create_field: self._typed(kind, body, what)})
-        return _plain(self._call(what, kind, "update", name, request, namespace=ns))
+        return self._write(kind, "update", kind.update_request, what, name, name=name,
+                           namespace=namespace or self.namespace, **{kind.field: body})
 
     def delete(self, res: Resource, name: str, namespace: str | None = None) -> bool:
-        what = "delete %s %s" % (res.plural, name)
-        kind = self._kind(res, what)
+        kind = self._kind(res, "delete %s %s" % (res.plural, name))
         try:
-            self._call(what, kind, "delete", name, namespace=namespace or self.namespace)
+            self._json(kind, "delete", name, namespace)
             return True
         except ClusterError as e:
             if e.status == 404:
@@ -254,22 +309,18 @@ class ArgoServer(Runs):
 
     def list(self, res: Resource, namespace: str | None = None, page_size: int = 100,
              label_selector: str | None = None) -> Iterator[dict]:
-        """Every object, page by page where Argo Server pages (Workflows)."""
-        what = "list %s" % res.plural
-        kind = self._kind(res, what)
-        ns = namespace or self.namespace
-        cont = None
+        """Every object, page by page (``limit``/``continue``, as Argo Server pages Workflows)."""
+        kind = self._kind(res, "list %s" % res.plural)
+        params: dict[str, Any] = {"listOptions.limit": page_size}
+        if label_selector:
+            params["listOptions.labelSelector"] = label_selector
         while True:
-            if kind.noun == "workflow":
-                page = self._call(what, kind, "list", namespace=ns, label_selector=label_selector,
-                                  limit=str(page_size), continue_=cont)
-            else:
-                page = self._call(what, kind, "list", namespace=ns, label_selector=label_selector)
-            page = _plain(page)
-            yield from page.get("items") or []
+            page = self._json(kind, "get", namespace=namespace, params=params)
+            yield from page.get("items") or []  # Argo Server answers "items": null for none
             cont = (page.get("metadata") or {}).get("continue")
-            if kind.noun != "workflow" or not cont:
+            if not cont:
                 return
+            params["listOptions.continue"] = cont
 
     # -- what the Kubernetes API alone answers ---------------------------------------
 
@@ -295,9 +346,13 @@ class ArgoServer(Runs):
     # -- what Runs needs ------------------------------------------------------------------
 
     def _run_verb(self, verb: str, request: str, name: str) -> dict:
-        kind = KINDS["workflows"]
-        body = self._request(kind, request, name=name, namespace=self.namespace)
-        return _plain(self._call("%s workflows %s" % (verb, name), kind, verb, name, body, namespace=self.namespace))
+        import hera.workflows.models as models
+
+        service = self._service("workflows")
+        method = getattr(service, "%s_workflow" % verb)
+        body = getattr(models, request)(name=name, namespace=self.namespace)
+        return _plain(self._call("%s workflows %s" % (verb, name),
+                                 lambda: method(name, body, namespace=self.namespace)))
 
     def _terminate(self, name: str) -> dict:
         return self._run_verb("terminate", "WorkflowTerminateRequest", name)
@@ -312,7 +367,8 @@ class ArgoServer(Runs):
 def _as_hera_holds(kind: Kind, body: dict) -> dict:
     """``body`` in the form hera's model holds: Argo 3.7's CronWorkflow ``schedule`` (what
     ``--argo-version 3.7`` writes) as the one-item ``schedules`` list, which Argo reads the same
-    since 3.6 and hera's model requires."""
+    since 3.6 and hera's model requires. (``hera_objects`` hands such a CronWorkflow to hera
+    users as the dict it is: they get what mfargo wrote, where this path needs what hera sends.)"""
     spec = body.get("spec") or {}
     if kind.noun != "cron_workflow" or "schedule" not in spec:
         return body
@@ -321,97 +377,41 @@ def _as_hera_holds(kind: Kind, body: dict) -> dict:
     return {**body, "spec": spec}
 
 
-def _models(kind: Kind):
-    """hera's models module of ``kind``'s service."""
-    if kind.service == "workflows":
-        import hera.workflows.models as models
-    else:
-        import hera.events.models as models
-    return models
-
-
 def _plain(answer) -> dict:
-    """An answer (hera's model, or JSON already) as the API's JSON."""
-    if isinstance(answer, dict):
-        return answer
+    """hera's model of an answer to a write as the API's JSON."""
     return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class SensorsAsJson:
-    """The sensor verbs of hera's ``EventsService``, on its session, host, token and TLS
-    setting, with the Sensor as JSON: hera's Sensor model holds a k8s trigger's resource (the
-    Workflow a Sensor creates) as a string, where Argo Server sends and takes an object, so the
-    model can neither send mfargo's Sensor nor read one back. Same paths, same errors as hera's."""
-
-    def __init__(self, service):
-        self.service = service
-
-    def __getattr__(self, name: str):  # the EventsService's other verbs (EventSources), as hera has them
-        return getattr(self.service, name)
-
-    def _send(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
-        from urllib.parse import urljoin
-
-        from hera.exceptions import exception_from_server_response
-
-        s = self.service
-        resp = s.session.request(method, urljoin(s.host, path), params=params, json=body, verify=s.verify_ssl,
-                                 headers={"Authorization": s.token} if s.token else {}, cert=s.client_certs)
-        if not resp.ok:
-            raise exception_from_server_response(resp)
-        return resp.json()
-
-    def get_sensor(self, name: str, namespace: str) -> dict:
-        return self._send("get", "api/v1/sensors/%s/%s" % (namespace, name))
-
-    def create_sensor(self, req: dict, namespace: str) -> dict:
-        return self._send("post", "api/v1/sensors/%s" % namespace, req)
-
-    def update_sensor(self, name: str, req: dict, namespace: str) -> dict:
-        return self._send("put", "api/v1/sensors/%s/%s" % (namespace, name), req)
-
-    def delete_sensor(self, name: str, namespace: str) -> dict:
-        return self._send("delete", "api/v1/sensors/%s/%s" % (namespace, name))
-
-    def list_sensors(self, namespace: str, label_selector: str | None = None) -> dict:
-        params = {"listOptions.labelSelector": label_selector} if label_selector else None
-        return self._send("get", "api/v1/sensors/%s" % namespace, params=params)
-
-
 def _session(in_use: dict):
-    """A requests session whose every request has connect/read timeouts, makes no retry, and
-    records its connection per thread (so ``api_guard.within`` can cut a call at its deadline)."""
+    """A requests session for hera's services: every request has connect/read timeouts, makes
+    no retry, records its connection per thread (so ``api_guard.within`` can cut a call at its
+    deadline), and turns a non-2xx answer into ``ServerAnswer`` (Argo Server's message, or the
+    first line of whatever else answered), before hera reads it."""
     import requests
     from requests.adapters import HTTPAdapter
 
     class Bounded(requests.Session):
         def request(self, method, url, **kwargs):
             kwargs.setdefault("timeout", TIMEOUT)
-            return super().request(method, url, **kwargs)
+            answer = super().request(method, url, **kwargs)
+            if not answer.ok:
+                raise ServerAnswer(answer.status_code, _message(answer))
+            return answer
 
     session = Bounded()
     adapter = HTTPAdapter(max_retries=0)
-    manager = adapter.poolmanager
-    manager.pool_classes_by_scheme = {scheme: api_guard.watched_pool(cls, in_use)
-                                      for scheme, cls in manager.pool_classes_by_scheme.items()}
+    api_guard.watch_pools(adapter.poolmanager, in_use)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     return session
 
 
-def _said(error: Exception) -> str:
-    """Argo Server's message in hera's exception ("Server returned status code N with message: `...`")."""
-    text = " ".join(str(error).split())
-    _, found, message = text.partition("with message: ")
-    return message.strip("`") if found else text
-
-
-def _root(error: BaseException) -> str:
-    seen = error
-    for _ in range(10):
-        nxt = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
-        if not isinstance(nxt, BaseException):
-            break
-        seen = nxt
-    return " ".join(str(seen).split()) or type(seen).__name__
-
+def _message(answer) -> str:
+    try:
+        body = answer.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("message"):
+        return " ".join(str(body["message"]).split())
+    lines = [line.strip() for line in (answer.text or "").splitlines() if line.strip()]
+    return lines[0][:200] if lines else answer.reason or "no details"

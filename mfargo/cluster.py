@@ -101,6 +101,10 @@ class Runs:
     own ``get``/``create``/``list`` and the three run verbs ``_terminate``/``_suspend``/``_unsuspend``."""
 
     namespace: str
+    _secrets: tuple[str, ...]  # what messages must never show
+
+    def _error(self, message: str, status: int | None = None) -> ClusterError:
+        return ClusterError(without_credentials(message, self._secrets), status=status)
 
     def submit(self, template: str, parameters: dict[str, str], annotations: dict[str, str] | None = None,
                labels: dict[str, str] | None = None) -> dict:
@@ -218,9 +222,7 @@ class Cluster(Runs):
         self.host = conf.host
         self._secrets = api_guard.secrets_of(conf)
         api = client.ApiClient(conf)
-        manager = api.rest_client.pool_manager
-        manager.pool_classes_by_scheme = {scheme: api_guard.watched_pool(cls, self._in_use)
-                                          for scheme, cls in manager.pool_classes_by_scheme.items()}
+        api_guard.watch_pools(api.rest_client.pool_manager, self._in_use)
         return api
 
     @property
@@ -247,11 +249,8 @@ class Cluster(Runs):
         except ApiException as e:
             raise self._error("%s: %s" % (what, _describe(e, self.server)), e.status) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise self._error("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.server, _reason(e))) \
+            raise self._error("%s: cannot reach the Kubernetes API at %s: %s" % (what, self.server, root_reason(e))) \
                 from None
-
-    def _error(self, message: str, status: int | None = None) -> ClusterError:
-        return ClusterError(without_credentials(message, self._secrets), status=status)
 
     # -- generic verbs --------------------------------------------------------------
 
@@ -421,6 +420,11 @@ def workflow_body(template: str, parameters: dict[str, str], annotations=None, l
     return {"apiVersion": "%s/%s" % (ARGO_GROUP, ARGO_VERSION), "kind": "Workflow", "metadata": metadata, "spec": spec}
 
 
+# What an HTTP status means, as both clients' messages say it.
+HTTP_MEANINGS = {400: "bad request (400)", 401: "unauthorized (401)", 403: "forbidden (403)", 404: "not found (404)",
+                 409: "conflict (409)"}
+
+
 def _describe(e, server: str) -> str:
     """Kubernetes' own message for an API error, prefixed by what it means and who said it."""
     message = ""
@@ -430,18 +434,19 @@ def _describe(e, server: str) -> str:
         except (ValueError, AttributeError):
             message = str(e.body)[:200]
     message = message or e.reason or "no details"
-    meaning = {401: "unauthorized (401)", 403: "forbidden (403)", 404: "not found (404)",
-               409: "conflict (409)"}.get(e.status, "Kubernetes API error %s" % e.status)
+    meaning = HTTP_MEANINGS.get(e.status, "Kubernetes API error %s" % e.status)
     if e.status == 401:
         message = "the credentials in your kube config were rejected: " + message
     return "%s from the API server at %s: %s" % (meaning, server, message)
 
 
-def _reason(e: BaseException) -> str:
-    """The root cause of a connection failure, e.g. 'connection refused'."""
+def root_reason(e: BaseException) -> str:
+    """The root cause of a connection failure, e.g. 'connection refused' (a context that an
+    exception was raised ``from None`` over is not followed)."""
     seen = e
     for _ in range(10):
-        nxt = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        context = None if seen.__suppress_context__ else seen.__context__
+        nxt = getattr(seen, "reason", None) or seen.__cause__ or context
         if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower() and nxt is None:
             return "connection refused"
         if not isinstance(nxt, BaseException):

@@ -399,16 +399,16 @@ def terminate(target: Target, name: str, echo: Callable[[str], Any]) -> None:
     its pods (and their nodes) until the run is deleted. Waits (bounded) for the run to
     stop first, so that no step creates a JobSet after the sweep."""
     wf = target.cluster.terminate(name)
+    if not target.cluster.carries("JobSet"):  # through Argo Server: no sweep, so nothing to wait for
+        if _has_gangs(wf):
+            echo("Run argo-%s is terminated; its gangs' JobSets stay until the run is deleted (Argo Server cannot "
+                 "delete them: `argo delete %s` does)." % (name, name))
+        return
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while not (wf.get("status") or {}).get("finishedAt") and time.monotonic() < deadline:
         time.sleep(STOP_POLL_SECONDS)
         wf = target.cluster.get_workflow(name) or wf
     stopped = bool((wf.get("status") or {}).get("finishedAt"))
-    if not target.cluster.carries("JobSet"):
-        if _has_gangs(wf):
-            echo("Run argo-%s is terminated; its gangs' JobSets stay until the run is deleted (Argo Server cannot "
-                 "delete them: `argo delete %s` does)." % (name, name))
-        return
     uid = wf["metadata"]["uid"]
     try:
         gangs = sorted(js["metadata"]["name"] for js in target.cluster.list(JOBSETS)

@@ -95,16 +95,18 @@ def test_every_examples_objects_go_as_compiled(target):
 
 class FakeArgoServer(http.server.BaseHTTPRequestHandler):
     """Answers Argo Server's API as it does: JSON, {"code", "message"} on errors; ``store``
-    holds objects by (collection, namespace, name); ``stall`` makes every answer hang."""
+    holds objects by (collection, namespace, name); ``stall`` makes every answer hang;
+    ``scripted`` answers (method, path part, status, body: JSON or text) first, once each."""
 
     store: dict = {}
     stall = 0.0
     seen: list = []
+    scripted: list = []
 
     def _answer(self, status, body):
         if self.stall:
             time.sleep(self.stall)
-        data = json.dumps(body).encode()
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -113,6 +115,11 @@ class FakeArgoServer(http.server.BaseHTTPRequestHandler):
 
     def _route(self):
         self.seen.append((self.command, self.path, self.headers.get("Authorization")))
+        for entry in list(self.scripted):
+            method, part, status, body = entry
+            if method == self.command and part in self.path:
+                self.scripted.remove(entry)
+                return self._answer(status, body)
         if self.headers.get("Authorization") != TOKEN:
             return self._answer(401, {"code": 16, "message": "token not valid"})
         parts = self.path.split("?")[0].strip("/").split("/")  # api v1 <collection> <ns> [<name> [<verb>]]
@@ -154,7 +161,7 @@ class FakeArgoServer(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def fake(monkeypatch):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeArgoServer)
-    FakeArgoServer.store, FakeArgoServer.stall, FakeArgoServer.seen = {}, 0.0, []
+    FakeArgoServer.store, FakeArgoServer.stall, FakeArgoServer.seen, FakeArgoServer.scripted = {}, 0.0, [], []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("ARGO_SERVER", "127.0.0.1:%d" % server.server_port)
     monkeypatch.setenv("ARGO_SECURE", "false")
@@ -295,3 +302,83 @@ def test_a_deploy_through_argo_server_is_all_or_nothing(fake):
     assert "forbidden (403) from Argo Server at http://127.0.0.1:" in str(failed.value), failed.value
     assert "WorkflowTemplate %s/%s: deleted" % (ns, docs[0]["metadata"]["name"]) in str(failed.value), failed.value
     assert fake.store == {}
+
+
+def test_reads_are_the_servers_json_whole_even_where_heras_model_differs(fake):
+    """A CronWorkflow as Argo 3.7 stores it (its one `schedule`, which hera's model refuses) and
+    a field hera's model does not know are read back as stored: `create` reads every object
+    it may replace, and an undo sends back what it read."""
+    stored = {"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",
+              "metadata": {"name": "flow", "namespace": "team", "resourceVersion": "7"},
+              "spec": {"schedule": "0 3 * * *", "futureField": {"x": 1}, "workflowSpec": {}}}
+    fake.store[("cron-workflows", "team", "flow")] = stored
+    assert argo_server.ArgoServer("team").get(cluster.CRON_WORKFLOWS, "flow") == stored
+
+
+@pytest.mark.parametrize("value", ["Bearer sa-tok\nen-SECRET123", "Bearer t\u00e9-SECRET123", "Bearer a b c-SECRET123"])
+def test_a_token_that_cannot_be_a_header_is_refused_without_showing_it(fake, monkeypatch, value):
+    monkeypatch.setenv("ARGO_TOKEN", value)
+    with pytest.raises(ClusterError) as refused:
+        argo_server.ArgoServer("team").get(cluster.WORKFLOW_TEMPLATES, "flow")
+    assert str(refused.value) == ("ARGO_TOKEN is not a token: one line of printable ASCII, as 'Bearer <token>' "
+                                  "(not shown here)")
+    assert fake.seen == []
+
+
+@pytest.mark.parametrize("server,url", [("HTTPS://argo.example:2746", "https://argo.example:2746/"),
+                                        ("https://argo.example/argo", "https://argo.example/argo/")])
+def test_a_url_scheme_in_capitals_or_a_path_is_kept(monkeypatch, server, url):
+    monkeypatch.setenv("ARGO_SERVER", server)
+    assert argo_server.base_url() == url
+
+
+@pytest.mark.parametrize("server", ["grpc://argo.example:2746", "dns:///argo", "https://", "argo example:2746"])
+def test_an_argo_server_that_is_not_http_is_one_line(monkeypatch, server):
+    monkeypatch.setenv("ARGO_SERVER", server)
+    with pytest.raises(ClusterError, match=r"^ARGO_SERVER=.*: give Argo Server's host:port, or its http:// or "
+                                           r"https:// URL$"):
+        cluster.connect("team")
+
+
+@pytest.mark.parametrize("status,body,said", [
+    (503, "<html>\n<h1>503 Service Unavailable</h1>\n</html>", "Argo Server error 503 from Argo Server at "),
+    (502, {"error": "upstream"}, "Argo Server error 502 from Argo Server at "),
+    (400, [1, 2], "bad request (400) from Argo Server at "),
+])
+def test_answers_not_in_argo_servers_words_are_one_line_with_their_status(fake, status, body, said):
+    fake.scripted.append(("GET", "/workflow-templates/", status, body))
+    with pytest.raises(ClusterError) as refused:
+        argo_server.ArgoServer("team").get(cluster.WORKFLOW_TEMPLATES, "flow")
+    assert refused.value.status == status and said in str(refused.value) and "\n" not in str(refused.value)
+    fake.scripted.append(("POST", "/workflow-templates/", status, body))  # a write, through hera's service
+    template = {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate", "metadata": {"name": "flow"},
+                "spec": {"entrypoint": "main", "templates": [{"name": "main"}]}}
+    with pytest.raises(ClusterError) as refused:
+        argo_server.ArgoServer("team").create(cluster.WORKFLOW_TEMPLATES, template)
+    assert refused.value.status == status and said in str(refused.value)
+
+
+def test_a_login_page_where_the_api_should_be_is_said_so(fake):
+    fake.scripted.append(("GET", "/workflow-templates/", 200, "<html><body>Sign in</body></html>"))
+    with pytest.raises(ClusterError, match=r"answered with something other than Argo Server's API \(check ARGO_SERVER "
+                                           r"and ARGO_BASE_HREF, or a login proxy in front of it\)$"):
+        argo_server.ArgoServer("team").get(cluster.WORKFLOW_TEMPLATES, "flow")
+
+
+def test_no_token_sent_and_refused_says_to_set_one(fake, monkeypatch):
+    monkeypatch.delenv("ARGO_TOKEN")
+    with pytest.raises(ClusterError, match=r"unauthorized \(401\) .*: no token was sent: set ARGO_TOKEN"):
+        argo_server.ArgoServer("team").get(cluster.WORKFLOW_TEMPLATES, "flow")
+
+
+def test_a_run_of_a_template_argo_servers_cache_has_not_seen_yet_is_asked_again(fake):
+    """Argo Server checks a new Workflow against its cache of WorkflowTemplates: just after the
+    template is written it may answer 404; the run is asked again (bounded), not the deploy undone."""
+    for _ in range(2):
+        fake.scripted.append(("POST", "/api/v1/workflows/team", 404,
+                              {"code": 5, "message": 'workflowtemplates.argoproj.io "flow" not found'}))
+    run = argo_server.ArgoServer("team").submit("flow", {})
+    assert run["metadata"]["name"] == "flow-abcde" and fake.scripted == []
+    fake.scripted.append(("POST", "/api/v1/workflows/team", 404, {"code": 5, "message": "namespaces not found"}))
+    with pytest.raises(ClusterError, match="not found"):  # any other 404 is not waited for
+        argo_server.ArgoServer("team").submit("flow", {})
