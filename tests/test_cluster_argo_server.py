@@ -153,18 +153,23 @@ def test_a_run_suspended_resumed_and_terminated_through_argo_server(argo_server_
 def test_a_schedule_and_a_sensor_deployed_and_deleted_through_argo_server(argo_server_env, cluster_env, tmp_path,
                                                                           example):
     """The CronWorkflow (Argo 3.7's one `schedule` sent as the one-item `schedules` hera's model
-    holds, which 3.6+ reads the same) and the Sensor (sent as JSON) created through Argo Server
-    are taken by Argo's cron controller and Argo Events' (an event starts a run, read back with
-    Metaflow's client); `delete` through Argo Server removes them."""
+    holds, which 3.6+ reads the same), replacing one deployed through the Kubernetes API, and the
+    Sensor (sent as JSON) created through Argo Server are taken by Argo's cron controller and Argo
+    Events' (an event starts a run, read back with Metaflow's client); `delete` through Argo
+    Server removes them."""
     user = user_env(argo_server_env)
     admin = {**cluster_env, "METAFLOW_DECOSPECS": SMALL_STEPS, "TMP_DIR": str(tmp_path)}
     flow = tmp_path / (example + ".py")
     flow.write_text((EXAMPLES / flow.name).read_text())
     name = unique(example[:5] + "-via-server")
     runs: list[str] = []
+    if example == "scheduled":  # first deployed through the Kubernetes API (3.7: its one `schedule`), then replaced
+        flow_cmd(admin, flow, "argo-workflows", "--name", name, "create")
     created = flow_cmd(user, flow, "argo-workflows", "--name", name, "create")
     try:
         if example == "scheduled":
+            said = (created.stdout + created.stderr).replace("*", "")
+            assert "Replaced CronWorkflow %s" % name in said, said
             cron = kube_json(cluster_env, "cronworkflow", name)
             assert cron["spec"]["schedules"] == ["0 3 * * *"] and "schedule" not in cron["spec"], cron["spec"]
             assert cron["spec"]["timezone"] == "Europe/Berlin", cron["spec"]
