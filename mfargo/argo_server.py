@@ -32,7 +32,8 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 from mfargo import api_guard
-from mfargo.cluster import ARGO_GROUP, HTTP_MEANINGS, PLURALS, TIMEOUT, ClusterError, Resource, Runs, root_reason
+from mfargo.cluster import (ARGO_GROUP, HTTP_MEANINGS, PLURALS, TIMEOUT, ClusterError, Resource, Runs, root_reason,
+                            unless_missing)
 from mfargo.hera_objects import first_difference, refusal
 
 SERVER_ENV = "ARGO_SERVER"
@@ -267,12 +268,7 @@ class ArgoServer(Runs):
 
     def get(self, res: Resource, name: str, namespace: str | None = None) -> dict | None:
         kind = self._kind(res, "get %s %s" % (res.plural, name))
-        try:
-            return self._json(kind, "get", name, namespace)
-        except ClusterError as e:
-            if e.status == 404:
-                return None
-            raise
+        return unless_missing(lambda: self._json(kind, "get", name, namespace))
 
     def create(self, res: Resource, body: dict, namespace: str | None = None) -> dict:
         meta = body.get("metadata") or {}
@@ -299,13 +295,7 @@ class ArgoServer(Runs):
 
     def delete(self, res: Resource, name: str, namespace: str | None = None) -> bool:
         kind = self._kind(res, "delete %s %s" % (res.plural, name))
-        try:
-            self._json(kind, "delete", name, namespace)
-            return True
-        except ClusterError as e:
-            if e.status == 404:
-                return False
-            raise
+        return unless_missing(lambda: self._json(kind, "delete", name, namespace) is not None, absent=False)
 
     def list(self, res: Resource, namespace: str | None = None, page_size: int = 100,
              label_selector: str | None = None) -> Iterator[dict]:

@@ -420,6 +420,16 @@ def workflow_body(template: str, parameters: dict[str, str], annotations=None, l
     return {"apiVersion": "%s/%s" % (ARGO_GROUP, ARGO_VERSION), "kind": "Workflow", "metadata": metadata, "spec": spec}
 
 
+def unless_missing(call, absent=None):
+    """``call()``, or ``absent`` when what it asks for is not there (a 404)."""
+    try:
+        return call()
+    except ClusterError as e:
+        if e.status == 404:
+            return absent
+        raise
+
+
 # What an HTTP status means, as both clients' messages say it.
 HTTP_MEANINGS = {400: "bad request (400)", 401: "unauthorized (401)", 403: "forbidden (403)", 404: "not found (404)",
                  409: "conflict (409)"}
