@@ -10,13 +10,16 @@ join, and an end step that fails while a flag file exists. Each round:
   ``end`` is cloned (mfargo: ``mfargo run wf.yaml -p mfargo-origin-run-id=...``; Metaflow:
   ``python flow.py resume --origin-run-id ...``).
 
-Printed: the median wall seconds of each over the rounds, and resumed / fresh.
+Printed: the median wall seconds of each over the rounds, resumed / fresh, and how many pods
+`mfargo run` started in each (a resumed run clones a foreach's splits in its splitter's pod:
+its pods do not grow with the splits it clones).
 
     python benchmarks/resume.py [--rounds 3] [--splits 20] [--work 2]
 """
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -60,12 +63,18 @@ if __name__ == "__main__":
 '''
 
 
-def timed(cmd: list[str], cwd: Path, env: dict, ok: bool) -> float:
+POD_STARTED = re.compile(r"^\S+ started .* \(pod ", re.M)  # `mfargo run`'s line for each pod it starts
+
+
+def timed(cmd: list[str], cwd: Path, env: dict, ok: bool, pods: dict | None = None) -> float:
+    """Wall seconds of ``cmd``; with ``pods``, the pods `mfargo run` started go in pods["n"]."""
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
     took = time.monotonic() - start
     if (proc.returncode == 0) != ok:
         sys.exit("%s exited %d:\n%s" % (" ".join(cmd), proc.returncode, (proc.stdout + proc.stderr)[-2000:]))
+    if pods is not None:
+        pods["n"] = len(POD_STARTED.findall(proc.stdout))
     return took
 
 
@@ -75,13 +84,15 @@ def one_round(work_dir: Path, env: dict) -> dict[str, float]:
     out = {}
     flag.touch()
     mfargo_run = [mfargo, "run", "wf.yaml", "--code-dir", ".", "--max-workers", "16"]  # Metaflow's default
-    out["mfargo fresh"] = timed(mfargo_run + ["--run-id-file", "rid"], work_dir, env, False)
+    fresh_pods, resumed_pods = {}, {}
+    out["mfargo fresh"] = timed(mfargo_run + ["--run-id-file", "rid"], work_dir, env, False, fresh_pods)
     origin = (work_dir / "rid").read_text().strip()
     out["metaflow fresh"] = timed([python, "flow.py", "run", "--run-id-file", "mf-rid"], work_dir, env, False)
     mf_origin = (work_dir / "mf-rid").read_text().strip()
     flag.unlink()
     out["mfargo resumed"] = timed(mfargo_run + ["-p", "mfargo-origin-run-id=" + origin],
-                                  work_dir, env, True)
+                                  work_dir, env, True, resumed_pods)
+    out["mfargo fresh pods"], out["mfargo resumed pods"] = fresh_pods["n"], resumed_pods["n"]
     out["metaflow resumed"] = timed([python, "flow.py", "resume", "--origin-run-id", mf_origin], work_dir, env, True)
     return out
 
@@ -105,7 +116,12 @@ def main() -> None:
     for engine in ("mfargo", "metaflow"):
         fresh = statistics.median(r[engine + " fresh"] for r in rounds)
         resumed = statistics.median(r[engine + " resumed"] for r in rounds)
-        print("%-9s fresh %6.1f  resumed %6.1f  resumed/fresh %.2f" % (engine, fresh, resumed, resumed / fresh))
+        line = "%-9s fresh %6.1f  resumed %6.1f  resumed/fresh %.2f" % (engine, fresh, resumed, resumed / fresh)
+        if engine == "mfargo":
+            line += "  pods: fresh %d, resumed %d" % (rounds[-1]["mfargo fresh pods"], rounds[-1]["mfargo resumed pods"])
+        print(line)
+    mfargo, metaflow = (statistics.median(r[e + " resumed"] for r in rounds) for e in ("mfargo", "metaflow"))
+    print("mfargo resumed / metaflow resumed %.1f" % (mfargo / metaflow))
 
 
 if __name__ == "__main__":

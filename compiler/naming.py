@@ -221,14 +221,13 @@ def pathspec(run: str, step: str, task: str) -> str:
 
 
 def task_id(step: str, ctx: str, iteration: str | None = None) -> str:
-    """A step's task id from its name and foreach context (and recursion iteration)."""
-    base = step + ctx
+    """A step's task id from its name and foreach context (and recursion iteration); a
+    resumed foreach's splitter rebuilds its splits' ids in its pod with the same formula."""
+    base = pod_contract.task_id(step, ctx)
     return base if iteration is None else "%s-r%s" % (base, iteration)
 
 
-def child_ctx(ctx: str, split_index: str) -> str:
-    """The foreach context of split ``split_index`` inside context ``ctx``."""
-    return "%s-%s" % (ctx, split_index)
+child_ctx = pod_contract.child_ctx
 
 
 # A gang's task ids: <role>-<E>-<index> (control-E-0, worker-E-0 ... worker-E-(N-2)).

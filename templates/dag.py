@@ -137,6 +137,10 @@ def _depends(wf: ir.Workflow, step: ir.Step) -> str | None:
         return " && ".join([expr.any_branch([p.task for p in parents])] + waits)
     if isinstance(step.inputs, ir.Gang) and gang.skippable(wf.steps[step.inputs.step]):
         return expr.succeeded_or_skipped(parents[0].task)  # a resumed run may skip the gang it joins
+    if isinstance(step.inputs, ir.FromForeach):
+        # A resumed run's splitter may clone every split (plugins/resume_foreach.py): the
+        # fan-out then has no split to run and Argo skips it.
+        return expr.succeeded_or_skipped(parents[0].task)
     if all(p.condition == step.condition for p in parents) or len(parents) == 1:
         return expr.all_succeeded([p.task for p in parents])
     return expr.any_branch([p.task for p in parents])

@@ -17,3 +17,15 @@ def test_runner_overhead_runs_and_reports_each_figure():
     lines = proc.stdout.splitlines()
     assert lines[0] == "tasks: 2"
     assert re.fullmatch(r"per-task runner overhead \(chain wall - direct\) / n: [\d.]+ ms .*", lines[-1])
+
+
+def test_resume_benchmark_runs_and_counts_the_pods_of_each_run():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "resume.py"), "--rounds", "1", "--splits", "3",
+                           "--work", "0"], env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    # start, 3 splits, join, end; resumed: the splits cloned by start's pod, so start, join, end.
+    assert re.fullmatch(r"mfargo +fresh +[\d.]+ +resumed +[\d.]+ +resumed/fresh [\d.]+  pods: fresh 6, resumed 3",
+                        lines[1]), proc.stdout
+    assert re.fullmatch(r"metaflow +fresh +[\d.]+ +resumed +[\d.]+ +resumed/fresh [\d.]+", lines[2]), proc.stdout
+    assert re.fullmatch(r"mfargo resumed / metaflow resumed [\d.]+", lines[3]), proc.stdout

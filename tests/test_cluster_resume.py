@@ -78,6 +78,86 @@ def test_a_fixed_flow_resumes_its_failed_gang_on_the_cluster(cluster_env, tmp_pa
         assert owned_jobsets(cluster_env, again.split("/")[1]) == {}  # both gangs cloned: no JobSet at all
 
 
+SWEEP = '''
+from metaflow import FlowSpec, kubernetes, step
+
+BROKEN = %(broken)s  # split 1 fails: the bug a user fixes before resuming
+
+
+class SweepResumeFlow(FlowSpec):
+    @step
+    def start(self):
+        self.items = list(range(%(width)d))
+        self.next(self.square, foreach="items")
+
+    @kubernetes(cpu=0.1, memory=200)
+    @step
+    def square(self):
+        if BROKEN and self.input == 1:
+            raise RuntimeError("split 1 is broken")
+        self.value = self.input * self.input
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.total = sum(i.value for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+'''
+SWEEP_READ = ("{'ok': run.successful, 'total': run['end'].task.data.total, "
+              "'tasks': {'%s/%s' % (s.id, t.id): ['origin-task-id' in t.metadata_dict, t.metadata_dict.get('origin-run-id')] "
+              "for s in run for t in s}}")
+
+
+def pods_of(wf: dict) -> list[str]:
+    """The display names of the run's nodes that were pods (every other node starts none)."""
+    return sorted(n["displayName"] for n in wf["status"]["nodes"].values() if n["type"] == "Pod")
+
+
+def test_a_resumed_foreach_starts_pods_only_for_the_splits_that_failed(cluster_env, tmp_path):
+    """The splitter's clone clones the splits that succeeded (plugins/resume_foreach.py): Argo
+    expands only the failed split, and with none left skips the fan-out, whose join runs."""
+    width = 4
+    flow = write_flow(tmp_path, "SweepResumeFlow", SWEEP % {"broken": "True", "width": width})
+    with deployed(cluster_env, flow) as start:
+        origin = start(flow)
+        wf = wait_workflow(cluster_env, origin, timeout=600)
+        assert wf["status"]["phase"] == "Failed", failed_nodes(wf)
+        assert len([p for p in pods_of(wf) if p.startswith("square")]) == width
+
+        flow.write_text(SWEEP % {"broken": "False", "width": width})
+        flow_cmd(cluster_env, flow, "argo-workflows", "create")
+        ids = tmp_path / "resumed-id"
+        flow_cmd(cluster_env, flow, "argo-workflows", "resume", "--origin-run-id", origin, "--run-id-file", str(ids))
+        resumed = ids.read_text().strip()
+        start.runs.append(resumed)
+        wf = wait_workflow(cluster_env, resumed, timeout=600)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        assert pods_of(wf) == ["end", "join", "square", "start"]  # split 1's square only
+        got = read_run(cluster_env, f"SweepResumeFlow/{resumed}", SWEEP_READ)
+        assert got["ok"] is True and got["total"] == sum(i * i for i in range(width))
+        squares = {"square/square-%d" % i for i in range(width)}
+        assert cloned(got["tasks"]) == {"start/start"} | squares - {"square/square-1"}
+
+        # Resumed again from `end`: every split is cloned by start's pod and Argo skips the fan-out.
+        flow_cmd(cluster_env, flow, "argo-workflows", "resume", "end", "--origin-run-id", resumed,
+                 "--run-id-file", str(ids))
+        again = ids.read_text().strip()
+        start.runs.append(again)
+        wf = wait_workflow(cluster_env, again, timeout=600)
+        assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
+        assert pods_of(wf) == ["end", "join", "start"]
+        [fan_out] = [n for n in wf["status"]["nodes"].values() if n["displayName"] == "Foreach-start"]
+        assert (fan_out["phase"], fan_out.get("message")) == ("Skipped", "Skipped, empty params")
+        last = read_run(cluster_env, f"SweepResumeFlow/{again}", SWEEP_READ)
+        assert last["ok"] is True and last["total"] == got["total"]
+        assert cloned(last["tasks"]) == {"start/start", "join/join"} | squares
+        assert {origin_of for _, origin_of in last["tasks"].values()} == {resumed}
+
+
 ATTEMPTS = ("{'ok': run.successful, 'ranks': [list(r) for r in run['end'].task.data.all_ranks], "
             "'attempts': {'%s/%s' % (s.id, t.id): [__import__('metaflow').Task(t.pathspec, attempt=a).successful "
             "for a in range(t.current_attempt + 1)] for s in run for t in s}}")

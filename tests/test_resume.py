@@ -194,6 +194,10 @@ def test_a_resumed_foreach_clones_what_succeeded_as_metaflows_resume_does(tmp_pa
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     # User code ran only where the origin had not succeeded; start and two squares were cloned.
     assert project.ran() == ["end", "join", "square 2"]
+    # start's clone cloned splits 0 and 2 in bulk: only split 1 starts a pod of its step.
+    assert "mfargo: resume: foreach start: 2 of 3 splits cloned (2 tasks) by its splitter; splits 1 run again" \
+        in second.stdout, second.stdout[-3000:]
+    assert _pods_started(second.stdout, "square") == 1
     got = project.read("ResumeFlow", resumed, "total", "said")
     assert got["ok"] is True
     assert got["end"] == {"total": 14, "said": "from-the-origin"}  # the origin's Parameters
@@ -201,6 +205,78 @@ def test_a_resumed_foreach_clones_what_succeeded_as_metaflows_resume_does(tmp_pa
     assert all(t["origin"] == origin for t in got["tasks"].values())
 
     reference = project.read("ResumeFlow", project.metaflow_resume(origin), "total", "said")
+    assert _by_index(got["tasks"]) == _by_index(reference["tasks"])
+    assert got["end"] == reference["end"]
+
+
+WIDE_FLOW = '''
+import os
+from metaflow import FlowSpec, step
+
+
+class WideFlow(FlowSpec):
+    @step
+    def start(self):
+        self.items = list(range(%(width)d))
+        self.next(self.prepare, foreach="items")
+
+    @step
+    def prepare(self):
+        self.base = self.input + 1
+        self.next(self.square)
+
+    @step
+    def square(self):
+        self.value = self.base * self.base
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.total = sum(i.value for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        if os.path.exists(os.path.join(os.environ["RESUME_TEST_DIR"], "fail")):
+            raise RuntimeError("the flag file says fail")
+        with open(os.path.join(os.environ["RESUME_TEST_DIR"], "ran.log"), "a") as f:
+            f.write("end\\n")
+
+
+if __name__ == "__main__":
+    WideFlow()
+'''
+
+
+def _pods_started(stdout: str, step: str) -> int:
+    """How many pods of ``step``'s template `mfargo run` started."""
+    return len(re.findall(r"^\S+ started +\S*\b%s\b\S* \(pod " % re.escape(step), stdout, re.M))
+
+
+def test_a_resumed_foreach_whose_splits_all_succeeded_starts_no_pod_for_them(tmp_path):
+    width = 12
+    project = Project(tmp_path, WIDE_FLOW % {"width": width})
+    (tmp_path / "fail").touch()
+    origin, first = project.run()
+    assert first.returncode != 0
+    (tmp_path / "fail").unlink()
+    assert _pods_started(first.stdout, "square") == width, first.stdout[-3000:]
+
+    resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert project.ran() == ["end"]
+    assert ("mfargo: resume: foreach start: %d of %d splits cloned (%d tasks) by its splitter; no split starts"
+            % (width, width, 2 * width)) in second.stdout, second.stdout[-3000:]
+    # start, join and end: the pods a resumed run starts do not grow with the splits it clones.
+    assert _pods_started(second.stdout, "prepare") == _pods_started(second.stdout, "square") == 0
+    assert len(re.findall(r"^\S+ started .* \(pod ", second.stdout, re.M)) == 3, second.stdout[-3000:]
+    got = project.read("WideFlow", resumed, "total")
+    assert got["ok"] is True and got["end"] == {"total": sum((i + 1) ** 2 for i in range(width))}
+    cloned = {p for p, t in got["tasks"].items() if t["cloned"]}
+    assert cloned == set(got["tasks"]) - {"end/end"}
+    origin_tasks = project.read("WideFlow", origin)["tasks"]
+    assert set(got["tasks"]) == set(origin_tasks)  # the same task ids as the origin's
+    reference = project.read("WideFlow", project.metaflow_resume(origin), "total")
     assert _by_index(got["tasks"]) == _by_index(reference["tasks"])
     assert got["end"] == reference["end"]
 
@@ -390,3 +466,39 @@ def test_a_command_that_is_not_a_task_is_left_alone(calls):
     hook = ["python", "-c", "print('exit hook')"]
     assert resume.plan(list(hook), _env()) == hook
     assert calls == []
+
+
+# -- a foreach's splits cloned in bulk ---------------------------------------------------------
+
+
+def _graph(**steps):
+    """A stand-in for Metaflow's graph: name -> (type, out_funcs[, matching_join])."""
+    from types import SimpleNamespace
+
+    return {name: SimpleNamespace(type=kind, out_funcs=list(outs), matching_join=join[0] if join else None)
+            for name, (kind, outs, *join) in steps.items()}
+
+
+def test_a_body_of_plain_steps_is_cloned_in_bulk_and_any_other_split_by_split():
+    from metaflow_extensions.mfargo.plugins import resume_foreach
+
+    branches = _graph(start=("foreach", ["a"], "join"), a=("split", ["b", "c"]), b=("linear", ["d"]),
+                      c=("linear", ["d"]), d=("join", ["join"]), join=("join", ["end"]), end=("end", []))
+    assert resume_foreach.body_steps(branches, "start") == ["a", "b", "c", "d"]
+    nested = _graph(start=("foreach", ["a"], "join"), a=("foreach", ["b"], "inner"), b=("linear", ["inner"]),
+                    inner=("join", ["join"]), join=("join", ["end"]), end=("end", []))
+    assert resume_foreach.body_steps(nested, "start") is None
+    assert resume_foreach.body_steps(nested, "a") == ["b"]  # the inner foreach's own body is plain
+    switch = _graph(start=("foreach", ["a"], "join"), a=("split-switch", ["b", "c"]), b=("linear", ["join"]),
+                    c=("linear", ["join"]), join=("join", ["end"]), end=("end", []))
+    assert resume_foreach.body_steps(switch, "start") is None
+
+
+def test_the_splitter_names_its_splits_tasks_as_the_yaml_does():
+    from mfargo.compiler import naming
+    from metaflow_extensions.mfargo.plugins import resume_foreach
+
+    outer = naming.child_ctx(naming.child_ctx("", "4"), "1")  # a foreach inside split 1 of split 4
+    got = resume_foreach.split_tasks(["b", "c"], "a", naming.task_id("a", outer), 3)
+    assert got == {i: [(s, naming.task_id(s, naming.child_ctx(outer, str(i)))) for s in ("b", "c")] for i in range(3)}
+    assert got[2] == [("b", "b-4-1-2"), ("c", "c-4-1-2")]

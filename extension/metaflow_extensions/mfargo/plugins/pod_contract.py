@@ -58,6 +58,22 @@ ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
 
 
+def task_id(step, ctx):
+    """A step's task id in foreach context ``ctx`` (every task but a gang's and a loop's)."""
+    return step + ctx
+
+
+def child_ctx(ctx, split_index):
+    """The foreach context of split ``split_index`` inside context ``ctx``."""
+    return "%s-%s" % (ctx, split_index)
+
+
+def ctx_of(step, task_id_):
+    """The foreach context of ``step``'s task ``task_id_`` (the inverse of ``task_id``)."""
+    assert task_id_.startswith(step), (step, task_id_)
+    return task_id_[len(step):]
+
+
 def gang_task_id(role, entropy, index):
     """<role>-<E>-<index>: control-E-0, worker-E-0 ... worker-E-(N-2)."""
     return "%s-%s-%s" % (role, entropy, index)

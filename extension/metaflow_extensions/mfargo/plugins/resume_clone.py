@@ -3,20 +3,22 @@ its origin run when Metaflow's rule for ``resume`` allows it (see ``resume.py``)
 
 Exit 0: cloned (Metaflow's own clone: the origin's artifacts, ``origin-run-id`` and
 ``origin-task-id`` metadata, no user code), and the outputs Argo reads written from the
-origin's artifacts. Exit ``resume.RERUN_EXIT``: the task must run, the reason said on
+origin's artifacts; a foreach's splitter also clones the splits that succeeded whole
+(``resume_foreach.py``) and tells Argo to run only the others. Exit ``resume.RERUN_EXIT``: the task must run, the reason said on
 one line. Anything else: the resume cannot go on (a resume step that is not a step, an
 origin run with no ``_parameters`` task of this flow).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 from metaflow._vendor import click
 
 from . import pod_contract as contract
-from . import pod_hooks, resume
+from . import pod_hooks, resume, resume_foreach
 
 
 @click.command(name="clone-task", hidden=True, help="Clone a task of a resumed run from its origin run.")
@@ -55,9 +57,20 @@ def clone_task(obj, origin_run_id, resume_step, step_name, run_id, task_id, retr
         outputs = pod_hooks.output_files(task_id, obj.graph[step_name], OriginArtifacts(origin))
         if contract.GANG_CLONED_FILE in outputs and _clone_gang(obj, origin_run_id, resume_step, run_id, step_name, origin):
             outputs[contract.GANG_CLONED_FILE] = "true"
+        if contract.NUM_SPLITS_FILE in outputs:  # Argo runs only the splits not cloned here
+            outputs[contract.NUM_SPLITS_FILE] = json.dumps(_splits_to_run(
+                obj, origin_run_id, run_id, step_name, task_id, int(outputs[contract.SPLIT_CARDINALITY_FILE]),
+                steps_to_rerun(obj.graph, resume_step)))
         for name, value in outputs.items():
             with open(os.path.join(out_dir, name), "w") as f:
                 f.write(value)
+
+
+def _splits_to_run(obj, origin_run_id, run_id, splitter, task_id, num_splits, rerun):
+    try:
+        return resume_foreach.splits_to_run(obj, origin_run_id, run_id, splitter, task_id, num_splits, rerun)
+    except resume_foreach.CloneFailed as e:
+        _fail("foreach %s: %s" % (splitter, e))
 
 
 def _clone_gang(obj, origin_run_id, resume_step, run_id, splitter, origin):
