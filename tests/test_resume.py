@@ -281,6 +281,66 @@ def test_a_resumed_foreach_whose_splits_all_succeeded_starts_no_pod_for_them(tmp
     assert got["end"] == reference["end"]
 
 
+NESTED_FLOW = '''
+import os
+from metaflow import FlowSpec, step
+
+
+class NestedResumeFlow(FlowSpec):
+    @step
+    def start(self):
+        self.rows = [0, 1]
+        self.next(self.row, foreach="rows")
+
+    @step
+    def row(self):
+        self.cols = [0, 1, 2]
+        self.next(self.cell, foreach="cols")
+
+    @step
+    def cell(self):
+        self.value = 10 * self.row_input + self.input if hasattr(self, "row_input") else self.input
+        self.next(self.row_join)
+
+    @step
+    def row_join(self, inputs):
+        self.row_total = sum(i.value for i in inputs)
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.total = sum(i.row_total for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        if os.path.exists(os.path.join(os.environ["RESUME_TEST_DIR"], "fail")):
+            raise RuntimeError("the flag file says fail")
+
+
+if __name__ == "__main__":
+    NestedResumeFlow()
+'''
+
+
+def test_a_resumed_foreach_of_foreaches_clones_every_level_in_its_outer_splitter(tmp_path):
+    project = Project(tmp_path, NESTED_FLOW)
+    (tmp_path / "fail").touch()
+    origin, first = project.run()
+    assert first.returncode != 0
+    (tmp_path / "fail").unlink()
+    resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    # Each row: its splitter, 3 cells, their join; read two levels deep, cloned by start's pod.
+    assert ("mfargo: resume: foreach start: 2 of 2 splits cloned (10 tasks) by its splitter; no split starts"
+            in second.stdout), second.stdout[-3000:]
+    assert len(re.findall(r"^\S+ started .* \(pod ", second.stdout, re.M)) == 3, second.stdout[-3000:]
+    got = project.read("NestedResumeFlow", resumed, "total")
+    assert got["ok"] is True and {p for p, t in got["tasks"].items() if not t["cloned"]} == {"end/end"}
+    reference = project.read("NestedResumeFlow", project.metaflow_resume(origin), "total")
+    assert _by_index(got["tasks"]) == _by_index(reference["tasks"]) and got["end"] == reference["end"]
+
+
 def test_a_resume_step_runs_that_step_and_every_step_after_it_again(tmp_path):
     project = Project(tmp_path, FOREACH_FLOW)
     origin, first = project.run()
@@ -325,10 +385,12 @@ def test_a_gang_is_cloned_whole_or_runs_whole(tmp_path):
     resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
     assert second.returncode == 0, second.stdout[-3000:]
     # Split 1's gang failed (rank 1): all three of its ranks ran again, split 0's none, and
-    # split 0's gang never started: its splitter cloned it whole, its DAG task was skipped.
+    # split 0 never started: start's clone cloned it whole (fan, 3 ranks, gather).
     assert project.ran() == ["train 1 0", "train 1 1", "train 1 2"]
     assert len(re.findall(r"jobset +js-\w+: created", second.stdout)) == 1, second.stdout[-3000:]
-    assert "mfargo: resume: gang train cloned whole from %s (3 tasks): it does not start" % origin in second.stdout
+    assert ("mfargo: resume: foreach start: 1 of 2 splits cloned (5 tasks) by its splitter; splits 1 run again"
+            in second.stdout), second.stdout[-3000:]
+    assert _pods_started(second.stdout, "fan") == 1  # split 1's, which cloned its own task
     got = project.read("GangResumeFlow", resumed, "all_ranks")
     cloned = {p for p, t in got["tasks"].items() if t["cloned"]}
     trains = {p for p in got["tasks"] if p.startswith("train/")}
@@ -475,30 +537,75 @@ def _graph(**steps):
     """A stand-in for Metaflow's graph: name -> (type, out_funcs[, matching_join])."""
     from types import SimpleNamespace
 
-    return {name: SimpleNamespace(type=kind, out_funcs=list(outs), matching_join=join[0] if join else None)
+    return {name: SimpleNamespace(type=kind.removesuffix("-parallel"), parallel_foreach=kind.endswith("-parallel"),
+                                  out_funcs=list(outs), matching_join=join[0] if join else None)
             for name, (kind, outs, *join) in steps.items()}
 
 
-def test_a_body_of_plain_steps_is_cloned_in_bulk_and_any_other_split_by_split():
-    from metaflow_extensions.mfargo.plugins import resume_foreach
+def test_a_foreach_body_is_cloned_in_bulk_unless_it_holds_a_switch():
+    from metaflow_extensions.mfargo.plugins import resume_foreach as bulk
 
     branches = _graph(start=("foreach", ["a"], "join"), a=("split", ["b", "c"]), b=("linear", ["d"]),
                       c=("linear", ["d"]), d=("join", ["join"]), join=("join", ["end"]), end=("end", []))
-    assert resume_foreach.body_steps(branches, "start") == ["a", "b", "c", "d"]
+    assert bulk.body(branches, "start") == [("a", None), ("b", None), ("c", None), ("d", None)]
     nested = _graph(start=("foreach", ["a"], "join"), a=("foreach", ["b"], "inner"), b=("linear", ["inner"]),
-                    inner=("join", ["join"]), join=("join", ["end"]), end=("end", []))
-    assert resume_foreach.body_steps(nested, "start") is None
-    assert resume_foreach.body_steps(nested, "a") == ["b"]  # the inner foreach's own body is plain
-    switch = _graph(start=("foreach", ["a"], "join"), a=("split-switch", ["b", "c"]), b=("linear", ["join"]),
-                    c=("linear", ["join"]), join=("join", ["end"]), end=("end", []))
-    assert resume_foreach.body_steps(switch, "start") is None
+                    inner=("join", ["g"]), g=("foreach-parallel", ["train"], "gather"), train=("linear", ["gather"]),
+                    gather=("join", ["join"]), join=("join", ["end"]), end=("end", []))
+    tree = bulk.body(nested, "start")
+    assert tree == [("a", [("b", None)]), ("g", bulk.GANG), ("gather", None), ("inner", None)]
+    assert bulk.step_names(nested, tree) == {"a", "b", "inner", "g", "train", "gather"}
+    switch = _graph(start=("foreach", ["a"], "join"), a=("foreach", ["s"], "inner"), s=("split-switch", ["b", "c"]),
+                    b=("linear", ["inner"]), c=("linear", ["inner"]), inner=("join", ["join"]),
+                    join=("join", ["end"]), end=("end", []))
+    assert bulk.body(switch, "start") is None  # a switch at any depth: the tasks depend on its choices
+    assert bulk.body(switch, "a") is None
 
 
-def test_the_splitter_names_its_splits_tasks_as_the_yaml_does():
+class _Found(dict):
+    """An origin task's datastore: its artifacts by name."""
+
+
+class _Origin:
+    """OriginTasks' reads, answered from (step, id) -> _Found (absent: no finished task)."""
+
+    def __init__(self, found):
+        self.found, self.reads = found, []
+
+    def load(self, tasks):
+        self.reads.append(sorted(tasks))
+
+    def get(self, step, task):
+        return self.found.get((step, task))
+
+
+def test_a_splits_tasks_are_named_as_the_yaml_names_them_at_any_depth():
+    from types import SimpleNamespace
+
     from mfargo.compiler import naming
-    from metaflow_extensions.mfargo.plugins import resume_foreach
+    from metaflow_extensions.mfargo.plugins import resume_foreach as bulk
 
-    outer = naming.child_ctx(naming.child_ctx("", "4"), "1")  # a foreach inside split 1 of split 4
-    got = resume_foreach.split_tasks(["b", "c"], "a", naming.task_id("a", outer), 3)
-    assert got == {i: [(s, naming.task_id(s, naming.child_ctx(outer, str(i)))) for s in ("b", "c")] for i in range(3)}
-    assert got[2] == [("b", "b-4-1-2"), ("c", "c-4-1-2")]
+    graph = _graph(start=("foreach", ["a"], "join"), a=("foreach", ["b"], "inner"), b=("linear", ["inner"]),
+                   inner=("join", ["g"]), g=("foreach-parallel", ["train"], "gather"), train=("linear", ["gather"]),
+                   gather=("join", ["join"]), join=("join", ["end"]), end=("end", []))
+    outer = naming.child_ctx("", "4")  # the foreach runs inside split 4 of another
+    ctxs = {i: naming.child_ctx(outer, str(i)) for i in range(2)}
+    ok = lambda **artifacts: _Found(_task_ok=True, **artifacts)  # noqa: E731
+    found = {}
+    for i, ctx in ctxs.items():
+        found[("a", naming.task_id("a", ctx))] = ok(_foreach_num_splits=2)
+        found[("g", naming.task_id("g", ctx))] = ok(_parallel_ubf_iter=SimpleNamespace(num_parallel=2),
+                                                     **{contract.ENTROPY_ARTIFACT: "e%d" % i})
+        for name in ("inner", "gather"):
+            found[(name, naming.task_id(name, ctx))] = ok()
+        for j in range(2):
+            found[("b", naming.task_id("b", naming.child_ctx(ctx, str(j))))] = ok()
+        for rank in contract.gang_task_ids("e%d" % i, 2):
+            found[("train", rank)] = ok()
+    found[("b", "b-4-1-1")] = _Found(_task_ok=False)  # split 1 failed in its nested foreach
+    origin = _Origin(found)
+    tasks, broken = bulk._split_tasks(graph, origin, ctxs, bulk.body(graph, "start"))
+    assert broken == {1}
+    assert sorted(tasks[0]) == sorted([("a", "a-4-0"), ("b", "b-4-0-0"), ("b", "b-4-0-1"), ("g", "g-4-0"),
+                                       ("gather", "gather-4-0"), ("inner", "inner-4-0"),
+                                       ("train", "control-e0-0"), ("train", "worker-e0-0")])
+    assert len(origin.reads) == 2  # one bulk read a level: the splits' steps, then what their splitters made

@@ -3,17 +3,18 @@
 Cloned one by one, every task of a resumed run costs a pod start and a Python process
 importing Metaflow, only to copy metadata: a sweep of 1,000 splits whose join failed would
 start 1,000 pods. So when ``resume_clone.py`` clones a foreach's splitter, it also clones
-every split whose body succeeded whole in the origin run, here, in one process with
+every split whose tasks all succeeded in the origin run, here, in one process with
 ``CLONE_WORKERS`` threads (as Metaflow's own ``resume`` clones), and hands Argo only the
 splits left to run as the splitter's ``num-splits`` output, which the fan-out expands. With
 none left, Argo skips the fan-out ("Skipped, empty params") and the join, whose ``depends``
 takes ``Skipped`` (templates/dag.py), reads the clones. ``split-cardinality`` keeps the
 foreach's width, so the join's input paths still name every split.
 
-Only a body of plain steps (linear steps, static branches and their joins) is cloned here: a
-body holding a nested foreach, a gang, a switch or a loop runs split by split as before, each
-of its pods cloning its own task. The task ids are the template's (``pod_contract``), the
-same in every run, so split ``i``'s tasks are found by id.
+A split's tasks are found by id, the template's ids being the same in every run
+(``pod_contract``): its steps', and within them a nested foreach's splits (as many as its
+splitter's origin task made) and a gang's ranks (from its splitter's origin artifacts), to
+any depth. A body holding a switch or a loop (whose tasks depend on choices made at run time)
+runs split by split as before, each of its pods cloning its own task.
 """
 
 from __future__ import annotations
@@ -24,55 +25,121 @@ from . import pod_contract as contract
 
 CLONE_WORKERS = 16  # at most this many clones at once: S3 and metadata calls, not CPU
 PLAIN_STEP_TYPES = ("linear", "split", "join")  # Metaflow's node types a bulk-cloned body may hold
+GANG = "gang"  # in a body: a gang's splitter
 SHOWN_SPLITS = 10  # a log line names at most this many split indexes
 
 
-def body_steps(graph, splitter):
-    """The steps of ``splitter``'s foreach body, sorted; None when one of them is not plain."""
+def body(graph, splitter):
+    """``splitter``'s foreach body as sorted (step, inner): inner is None for a plain step, the
+    body of a nested foreach, or GANG for a gang's splitter (its gang step is not listed). None
+    when the body (or a nested one) holds a switch or a loop."""
     end = graph[splitter].matching_join
-    body, todo = set(), list(graph[splitter].out_funcs)
+    steps, seen, todo = [], set(), list(graph[splitter].out_funcs)
     while todo:
         name = todo.pop()
-        if name == end or name in body:
+        if name == end or name in seen:
             continue
-        if graph[name].type not in PLAIN_STEP_TYPES:
+        seen.add(name)
+        node = graph[name]
+        if node.type == "foreach":
+            inner = GANG if node.parallel_foreach else body(graph, name)
+            if inner is None:
+                return None
+            steps.append((name, inner))
+            todo.append(node.matching_join)
+        elif node.type in PLAIN_STEP_TYPES:
+            steps.append((name, None))
+            todo.extend(node.out_funcs)
+        else:
             return None
-        body.add(name)
-        todo.extend(graph[name].out_funcs)
-    return sorted(body)
+    return sorted(steps)
 
 
-def split_tasks(body, splitter, splitter_task_id, num_splits):
-    """Split index -> the task ids (step, id) of its body, as every run of the template names them."""
-    ctx = contract.ctx_of(splitter, splitter_task_id)
-    return {i: [(step, contract.task_id(step, contract.child_ctx(ctx, i))) for step in body]
-            for i in range(num_splits)}
+def step_names(graph, tree):
+    """Every step a body holds, nested bodies and gang steps included."""
+    names = set()
+    for name, inner in tree:
+        names.add(name)
+        if inner == GANG:
+            names.update(graph[name].out_funcs)
+        elif inner:
+            names |= step_names(graph, inner)
+    return names
 
 
 def splits_to_run(obj, origin_run_id, run_id, splitter, splitter_task_id, num_splits, rerun):
-    """Clone every split whose body succeeded whole in the origin (none when a body step is
-    in ``rerun``, the resume step and the steps after it); the indexes of the splits left."""
+    """Clone every split whose tasks all succeeded in the origin (none when a step of the body
+    is in ``rerun``, the resume step and the steps after it); the indexes of the splits left."""
     everything = list(range(num_splits))
-    body = body_steps(obj.graph, splitter)
-    if body is None or rerun.intersection(body):
+    tree = body(obj.graph, splitter)
+    if tree is None or rerun & step_names(obj.graph, tree):
         return everything
-    from metaflow.datastore.datastore_set import TaskDataStoreSet
-
-    tasks = split_tasks(body, splitter, splitter_task_id, num_splits)
-    origin = TaskDataStoreSet(obj.flow_datastore, origin_run_id, prefetch_data_artifacts=["_task_ok"],
-                              pathspecs=["%s/%s/%s" % (origin_run_id, s, t) for ts in tasks.values() for s, t in ts])
-
-    def succeeded(step, task):
-        found = origin.get_with_pathspec("%s/%s/%s" % (origin_run_id, step, task))
-        return found is not None and bool(found["_task_ok"])
-
-    cloned = [i for i in everything if all(succeeded(s, t) for s, t in tasks[i])]
-    _clone_all(obj, origin_run_id, run_id, origin, [st for i in cloned for st in tasks[i]])
-    left = sorted(set(everything) - set(cloned))
+    ctx = contract.ctx_of(splitter, splitter_task_id)
+    origin = OriginTasks(obj.flow_datastore, origin_run_id)
+    tasks, broken = _split_tasks(obj.graph, origin, {i: contract.child_ctx(ctx, i) for i in everything}, tree)
+    cloned = [i for i in everything if i not in broken]
+    _clone_all(obj, origin_run_id, run_id, origin, [task for i in cloned for task in tasks[i]])
+    left = sorted(broken)
     print("mfargo: resume: foreach %s: %d of %d splits cloned (%d tasks) by its splitter; %s" % (
-        splitter, len(cloned), num_splits, len(cloned) * len(body),
+        splitter, len(cloned), num_splits, sum(len(tasks[i]) for i in cloned),
         "splits %s run again" % _shown(left) if left else "no split starts"), flush=True)
     return left
+
+
+def _split_tasks(graph, origin, ctxs, tree):
+    """Split -> its origin tasks (step, id), and the splits with a task missing or failed.
+    Read level by level (a nested foreach's width and a gang's ranks are its splitter's
+    artifacts), each level's tasks in one bulk read."""
+    tasks = {split: [] for split in ctxs}
+    broken = set()
+    wanted = [(split, name, inner, contract.task_id(name, ctx), ctx) for split, ctx in ctxs.items()
+              for name, inner in tree]
+    while wanted:
+        origin.load([(name, task) for _, name, _, task, _ in wanted])
+        deeper = []
+        for split, name, inner, task, ctx in wanted:
+            found = origin.get(name, task)
+            if split in broken or found is None or not found["_task_ok"]:
+                broken.add(split)
+                continue
+            tasks[split].append((name, task))
+            if inner == GANG:
+                [gang_step] = graph[name].out_funcs
+                ranks = contract.gang_task_ids(found[contract.ENTROPY_ARTIFACT],
+                                               found["_parallel_ubf_iter"].num_parallel)
+                deeper += [(split, gang_step, None, rank, None) for rank in ranks]
+            elif inner:
+                deeper += [(split, inner_name, inner_inner, contract.task_id(inner_name, child), child)
+                           for child in (contract.child_ctx(ctx, j) for j in range(int(found["_foreach_num_splits"])))
+                           for inner_name, inner_inner in inner]
+        wanted = deeper
+    return tasks, broken
+
+
+class OriginTasks:
+    """The origin run's finished tasks, read in bulk (Metaflow's TaskDataStoreSet, each task's
+    ``_task_ok`` prefetched); what ``clone_task_helper`` takes as its ``origin_ds_set``."""
+
+    def __init__(self, flow_datastore, run_id):
+        self._flow_datastore, self._run_id, self._found = flow_datastore, run_id, {}
+
+    def load(self, tasks):
+        from metaflow.datastore.datastore_set import TaskDataStoreSet
+
+        pathspecs = [self._pathspec(step, task) for step, task in tasks]
+        found = TaskDataStoreSet(self._flow_datastore, self._run_id, pathspecs=pathspecs,
+                                 prefetch_data_artifacts=["_task_ok"])
+        for pathspec in pathspecs:
+            self._found[pathspec] = found.get_with_pathspec(pathspec)
+
+    def get(self, step, task):
+        return self._found.get(self._pathspec(step, task))
+
+    def get_with_pathspec(self, pathspec):
+        return self._found.get(pathspec)
+
+    def _pathspec(self, step, task):
+        return "%s/%s/%s" % (self._run_id, step, task)
 
 
 def _clone_all(obj, origin_run_id, run_id, origin, tasks):
