@@ -9,12 +9,17 @@ says so. Each round:
   --origin-run-id` of that run: every task but ``end`` is cloned, and both gangs are
   skipped (their splitters clone them whole: no JobSet, no pod).
 
+With ``--sweep N`` the flow is instead a foreach of N trivial tasks, a join and an end step
+that fails: the resumed run's splitter clones the N tasks in its pod (plugins/resume_foreach.py)
+and Argo skips the fan-out.
+
 Printed: the median seconds of each over the rounds (the Workflow's startedAt to
-finishedAt, as Argo records them), and resumed / fresh. Metaflow's own Argo integration
-has no resume on the cluster, so there is no core column.
+finishedAt, as Argo records them), resumed / fresh, and the pods each run started (the
+Workflow's Pod nodes). Metaflow's own Argo integration has no resume on the cluster, so
+there is no core column.
 
     eval "$(python3 e2e/cluster up)"   # or have it up
-    python benchmarks/resume_cluster.py [--rounds 3] [--work 20]
+    python benchmarks/resume_cluster.py [--rounds 3] [--work 20] [--sweep 200]
 """
 
 from __future__ import annotations
@@ -72,7 +77,39 @@ class ResumeClusterBench(FlowSpec):
 if __name__ == "__main__":
     ResumeClusterBench()
 '''
-WAIT_SECONDS = 1800  # for one run to finish
+SWEEP = '''
+from metaflow import FlowSpec, kubernetes, step
+
+BROKEN = %(broken)s
+
+
+class ResumeClusterBench(FlowSpec):
+    @step
+    def start(self):
+        self.items = list(range(%(splits)d))
+        self.next(self.work, foreach="items")
+
+    @kubernetes(cpu=0.1, memory=200)
+    @step
+    def work(self):
+        self.value = self.input
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.total = sum(i.value for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        if BROKEN:
+            raise RuntimeError("the bug a user fixes before resuming")
+
+
+if __name__ == "__main__":
+    ResumeClusterBench()
+'''
+WAIT_SECONDS = 3600  # for one run to finish
 
 
 def flow_cmd(flow: Path, env: dict, *args: str) -> None:
@@ -82,8 +119,9 @@ def flow_cmd(flow: Path, env: dict, *args: str) -> None:
         raise SystemExit("%s %s exited %d:\n%s" % (flow.name, " ".join(args), p.returncode, (p.stdout + p.stderr)[-2000:]))
 
 
-def run_seconds(env: dict, run_id: str, phase: str) -> float:
-    """Wait (bounded) for the run's Workflow to finish in ``phase``; its startedAt to finishedAt."""
+def run_seconds(env: dict, run_id: str, phase: str) -> tuple[float, int]:
+    """Wait (bounded) for the run's Workflow to finish in ``phase``; its startedAt to
+    finishedAt, and how many pods it started."""
     name, deadline = run_id.removeprefix("argo-"), time.monotonic() + WAIT_SECONDS
     kube = Kube(env)
     while True:
@@ -96,37 +134,40 @@ def run_seconds(env: dict, run_id: str, phase: str) -> float:
     if status["phase"] != phase:
         raise SystemExit("workflow %s ended %s, not %s: %s" % (name, status["phase"], phase, status.get("message")))
     stamp = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
-    return (stamp(status["finishedAt"]) - stamp(status["startedAt"])).total_seconds()
+    pods = sum(1 for node in status.get("nodes", {}).values() if node.get("type") == "Pod")
+    return (stamp(status["finishedAt"]) - stamp(status["startedAt"])).total_seconds(), pods
 
 
-def one_round(flow: Path, env: dict, work: float, runs: list[str]) -> dict[str, float]:
+def one_round(flow: Path, env: dict, source: str, shape: dict, runs: list[str]) -> dict[str, float]:
     ids = flow.parent / "run-id"
-    flow.write_text(FLOW % {"broken": True, "work": work})
+    flow.write_text(source % dict(shape, broken=True))
     flow_cmd(flow, env, "argo-workflows", "create")
     flow_cmd(flow, env, "argo-workflows", "trigger", "--run-id-file", str(ids))
     origin = ids.read_text().strip()
     runs.append(origin)
-    fresh = run_seconds(env, origin, "Failed")
-    flow.write_text(FLOW % {"broken": False, "work": work})
+    fresh, fresh_pods = run_seconds(env, origin, "Failed")
+    flow.write_text(source % dict(shape, broken=False))
     flow_cmd(flow, env, "argo-workflows", "create")
     flow_cmd(flow, env, "argo-workflows", "resume", "--origin-run-id", origin, "--run-id-file", str(ids))
     runs.append(ids.read_text().strip())
-    resumed = run_seconds(env, runs[-1], "Succeeded")
-    return {"fresh": fresh, "resumed": resumed}
+    resumed, resumed_pods = run_seconds(env, runs[-1], "Succeeded")
+    return {"fresh": fresh, "resumed": resumed, "fresh pods": fresh_pods, "resumed pods": resumed_pods}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", type=float, default=20.0, help="seconds each rank works")
+    parser.add_argument("--sweep", type=int, default=0, help="a foreach of this many trivial tasks instead of gangs")
     args = parser.parse_args()
+    source, shape = (SWEEP, {"splits": args.sweep}) if args.sweep else (FLOW, {"work": args.work})
     env = cluster_env()
     with tempfile.TemporaryDirectory() as tmp:
         flow = Path(tmp) / "resume_cluster_bench.py"
         rounds, runs = [], []
         try:
             for _ in range(args.rounds):
-                rounds.append(one_round(flow, env, args.work, runs))
+                rounds.append(one_round(flow, env, source, shape, runs))
         finally:  # every run (its JobSets go with it), then the template
             if runs:
                 Kube(env)("delete", "workflows", "--wait=false", *(r.removeprefix("argo-") for r in runs), check=False)
@@ -135,9 +176,11 @@ def main() -> None:
                                capture_output=True, timeout=300)
     fresh = statistics.median(r["fresh"] for r in rounds)
     resumed = statistics.median(r["resumed"] for r in rounds)
-    print("2 gangs of 2 ranks working %.0f s each, end fails; %d rounds; median seconds (Argo's startedAt "
-          "to finishedAt)" % (args.work, args.rounds))
-    print("fresh %6.1f  resumed %6.1f  resumed/fresh %.2f" % (fresh, resumed, resumed / fresh))
+    what = ("a foreach of %d trivial tasks" % args.sweep if args.sweep
+            else "2 gangs of 2 ranks working %.0f s each" % args.work)
+    print("%s, end fails; %d rounds; median seconds (Argo's startedAt to finishedAt)" % (what, args.rounds))
+    print("fresh %6.1f  resumed %6.1f  resumed/fresh %.2f  pods: fresh %d, resumed %d" % (
+        fresh, resumed, resumed / fresh, rounds[-1]["fresh pods"], rounds[-1]["resumed pods"]))
     print("rounds: %s" % ", ".join("%.1f/%.1f" % (r["fresh"], r["resumed"]) for r in rounds))
 
 
