@@ -98,7 +98,8 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
 
 
 def _fan_out_task(splitter: ir.Step, ctx: str) -> m.DAGTask:
-    """Runs the foreach body once per split; withParam reads the splitter's [0..K-1]."""
+    """Runs the foreach body once per split: withParam reads the splitter's [0..K-1] (in a
+    resumed run, the splits its clone did not clone: plugins/resume_foreach.py)."""
     task = wiring.task_name(splitter.name)
     args = [
         wiring.Arg(Param.CTX, naming.child_ctx(ctx, expr.ITEM)),

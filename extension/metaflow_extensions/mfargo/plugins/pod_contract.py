@@ -12,7 +12,7 @@ OUTPUT_DIR_ENV = "MFARGO_OUTPUT_DIR"
 
 # Output files a pod writes (each is also the Argo output parameter of the same name).
 TASK_ID_FILE = "task-id"
-NUM_SPLITS_FILE = "num-splits"  # JSON list [0..K-1], feeds withParam
+NUM_SPLITS_FILE = "num-splits"  # JSON list [0..K-1] (resumed: the splits left to run), feeds withParam
 SPLIT_CARDINALITY_FILE = "split-cardinality"
 SWITCH_STEP_FILE = "switch-step"
 NUM_PARALLEL_FILE = "num-parallel"  # the gang size N (the splitter's num_parallel)
