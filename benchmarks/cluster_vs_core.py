@@ -17,17 +17,22 @@ cluster may not create JobSets. For core's run the benchmark binds a Role on Job
 leaves it out, as core's `create` alone would). mfargo's bundle
 brings its own Role/RoleBinding for the account it runs as (`default` here).
 
+A flow named `sweepN` (`--flows sweep10,sweep50`) is not an example: start, a foreach of N
+trivial tasks, a join and end, made here, to measure what a wide foreach costs Argo.
+
 Printed per flow and compiler: the Workflow's phase, wall seconds from `kubectl create` of
 the Workflow to the poll (every --poll s) that sees it finished, the median seconds of the
 Workflow's pod nodes (Argo's startedAt to finishedAt: the gang's pods are inside its
-resource node), the pods created, and the
+resource node), the pods created, the Workflow object's largest size seen (compact JSON, KB:
+Argo keeps every node's status in it, and refuses a run past its size limit) and its nodes
+at the end, and the
 API objects created: deploy (the documents created before the run) and run (Workflow,
 WorkflowTaskResults, pods, JobSets, Jobs, Services seen while it ran, found through owner
 references and Argo's workflow label; objects live for less than a poll can be missed). A
 failed run's failed nodes and messages follow. Everything created is deleted afterwards.
 
     eval "$(python3 e2e/cluster up)"   # or have it up
-    python benchmarks/cluster_vs_core.py [--flows hello,branches,nested_foreach,distributed_training]
+    python benchmarks/cluster_vs_core.py [--flows hello,branches,nested_foreach,distributed_training,sweep50]
 """
 
 from __future__ import annotations
@@ -40,7 +45,6 @@ import secrets
 import shlex
 import signal
 import statistics
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -105,8 +109,42 @@ def cluster_env() -> dict:
     return env
 
 
+SWEEP = '''
+from metaflow import FlowSpec, step
+
+
+class Sweep(FlowSpec):
+    @step
+    def start(self):
+        self.items = list(range(%d))
+        self.next(self.work, foreach="items")
+
+    @step
+    def work(self):
+        self.value = self.input
+        self.next(self.join)
+
+    @step
+    def join(self, inputs):
+        self.total = sum(i.value for i in inputs)
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    Sweep()
+'''
+
+
 def flow_file(tmp: Path, flow: str) -> Path:
-    """The example in tmp, its gang made small enough for the node (2 CPUs)."""
+    """The example in tmp, its gang made small enough for the node (2 CPUs); or sweepN."""
+    if flow.startswith("sweep") and flow[5:].isdigit():
+        path = tmp / f"{flow}.py"
+        path.write_text(SWEEP % int(flow[5:]))
+        return path
     source = (EXAMPLES / f"{flow}.py").read_text()
     if GANG_DECORATOR in source:
         source = source.replace(GANG_DECORATOR, SMALL_GANG)
@@ -177,6 +215,7 @@ def run_objects(items: list[dict], workflow: str, seen: dict[str, tuple[str, str
 def run_once(kube: Kube, template: str, poll: float, timeout: float) -> dict:
     workflow = f"{template}-{secrets.token_hex(3)}"
     seen: dict[str, tuple[str, str]] = {}
+    peak_bytes = 0
     t0 = time.monotonic()
     kube.create([{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": workflow},
                   "spec": {"workflowTemplateRef": {"name": template}}}])
@@ -184,6 +223,7 @@ def run_once(kube: Kube, template: str, poll: float, timeout: float) -> dict:
         items = json.loads(kube("get", RUN_KINDS, "-o", "json"))["items"]
         run_objects(items, workflow, seen)
         wf = next((o for o in items if o["kind"] == "Workflow" and o["metadata"]["name"] == workflow), {})
+        peak_bytes = max(peak_bytes, len(json.dumps(wf, separators=(",", ":"))))
         phase = wf.get("status", {}).get("phase")
         if phase in FINAL or time.monotonic() - t0 > timeout:
             wall = time.monotonic() - t0
@@ -199,6 +239,7 @@ def run_once(kube: Kube, template: str, poll: float, timeout: float) -> dict:
                    if n.get("type") == "Pod" and n.get("startedAt") and n.get("finishedAt")]
     return {"workflow": workflow, "pod_s": statistics.median(pod_seconds) if pod_seconds else float("nan"),
             "phase": phase if phase in FINAL else f"{phase} after {timeout:.0f} s", "wall": wall,
+            "peak_kb": peak_bytes / 1000, "nodes": len(nodes),
             "kinds": kinds, "seen": seen, "problems": [p for p in problems if p],
             "pending": [f"{n.get('displayName')}: {n.get('message', '')}" for n in nodes
                         if n.get("phase") in ("Pending", "Running") and n.get("type") == "Pod"]}
@@ -229,8 +270,9 @@ def main(argv: list[str]) -> None:
     env = cluster_env()
     kube = Kube(env)
     tag = secrets.token_hex(2)
-    print("%-22s %-7s %-10s %7s %6s %5s %7s %4s  %s" % ("flow", "by", "phase", "wall s", "pod s", "pods", "deploy",
-                                                        "run", "run objects by kind"), flush=True)
+    print("%-22s %-7s %-10s %7s %6s %5s %6s %5s %7s %4s  %s" % (
+        "flow", "by", "phase", "wall s", "pod s", "pods", "wf KB", "nodes", "deploy", "run", "run objects by kind"),
+        flush=True)
     with tempfile.TemporaryDirectory(prefix="cluster-vs-core-") as tmp:
         for flow in args.flows.split(","):
             path = flow_file(Path(tmp), flow)
@@ -251,9 +293,10 @@ def main(argv: list[str]) -> None:
                 finally:
                     cleanup(kube, docs, result)
                 kinds = result["kinds"]
-                print("%-22s %-7s %-10s %7.1f %6.1f %5d %7d %4d  %s" % (
-                    flow, by, result["phase"], result["wall"], result["pod_s"], kinds.get("Pod", 0), len(deployed),
-                    sum(kinds.values()), ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))), flush=True)
+                print("%-22s %-7s %-10s %7.1f %6.1f %5d %6.1f %5d %7d %4d  %s" % (
+                    flow, by, result["phase"], result["wall"], result["pod_s"], kinds.get("Pod", 0),
+                    result["peak_kb"], result["nodes"], len(deployed), sum(kinds.values()),
+                    ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))), flush=True)
                 for line in result["problems"] if result["phase"] != "Succeeded" else []:
                     print("    failed: " + line[:400], flush=True)
                 for line in result["pending"] if result["phase"] not in FINAL else []:

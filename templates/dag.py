@@ -1,7 +1,8 @@
 """DAG templates: the top-level DAG and one sub-DAG per foreach body.
 
 Each scope (top level, or one split of a foreach) is a DAG whose tasks are its steps
-plus one fan-out task per nested foreach. Dependencies always name the outcome
+plus one fan-out task per nested foreach; a foreach whose body is one step has no DAG of
+its own: its fan-out runs the step's template. Dependencies always name the outcome
 (``a.Succeeded``), never a bare task name (argo-workflows#12037).
 """
 
@@ -26,10 +27,12 @@ class Node:
 
 
 def build_all(wf: ir.Workflow, entrypoint: str) -> list[m.Template]:
-    """The top-level DAG (named ``entrypoint``) and every foreach sub-DAG, inner first."""
+    """The top-level DAG (named ``entrypoint``) and every foreach sub-DAG, inner first (none
+    for a body of one step: its fan-out runs the step's template)."""
     templates = []
     for splitter in _foreach_splitters(wf):
-        templates.append(_scope_template(wf, splitter, naming.foreach_template_name(splitter)))
+        if _only_step(wf, splitter) is None:
+            templates.append(_scope_template(wf, splitter, naming.foreach_template_name(splitter)))
     templates.append(_scope_template(wf, None, entrypoint))
     return templates
 
@@ -38,6 +41,22 @@ def _foreach_splitters(wf: ir.Workflow) -> list[str]:
     """Foreach steps, innermost bodies first (deeper scopes before the ones holding them)."""
     splitters = [s.name for s in wf.steps.values() if s.transition is ir.Transition.FOREACH]
     return sorted(splitters, key=lambda s: -_depth(wf, s))
+
+
+def _only_step(wf: ir.Workflow, splitter: str) -> ir.Step | None:
+    """The step a foreach's body is, when it is one step (not a loop). Its fan-out then runs
+    the step's template itself, one Argo node a split where a sub-DAG costs two: a Workflow
+    keeps every node's status in one object, so this halves what a wide foreach puts there."""
+    body = [s for s in wf.steps.values() if s.scope == splitter]
+    return body[0] if len(body) == 1 and not body[0].recursive else None
+
+
+def fan_out(wf: ir.Workflow, splitter: str) -> tuple[str, str]:
+    """(task, template) of a foreach's fan-out: the body's one step's own, or the body's DAG."""
+    step = _only_step(wf, splitter)
+    if step is not None:
+        return wiring.task_name(step.name), wiring.task_name(step.name)
+    return naming.fan_out_task_name(splitter), naming.foreach_template_name(splitter)
 
 
 def _depth(wf: ir.Workflow, name: str) -> int:
@@ -58,7 +77,7 @@ def _scope_template(wf: ir.Workflow, scope: str | None, name: str) -> m.Template
         if step.gang:
             tasks.append(gang_report.task(step))
         if step.transition is ir.Transition.FOREACH:
-            tasks.append(_fan_out_task(step, ctx))
+            tasks.append(_fan_out_task(wf, step, ctx))
     inputs = outputs = None
     if scope is not None:
         inputs = m.Inputs(parameters=[m.Parameter(name=n) for n in (Param.CTX, Param.SPLIT_INDEX, Param.INPUT_PATHS)])
@@ -97,7 +116,7 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
     )
 
 
-def _fan_out_task(splitter: ir.Step, ctx: str) -> m.DAGTask:
+def _fan_out_task(wf: ir.Workflow, splitter: ir.Step, ctx: str) -> m.DAGTask:
     """Runs the foreach body once per split: withParam reads the splitter's [0..K-1] (in a
     resumed run, the splits its clone did not clone: plugins/resume_foreach.py)."""
     task = wiring.task_name(splitter.name)
@@ -106,9 +125,10 @@ def _fan_out_task(splitter: ir.Step, ctx: str) -> m.DAGTask:
         wiring.Arg(Param.SPLIT_INDEX, expr.ITEM),
         wiring.Arg(Param.INPUT_PATHS, wiring.step_path(splitter.name, ctx)),
     ]
+    name, template = fan_out(wf, splitter.name)
     return m.DAGTask(
-        name=naming.fan_out_task_name(splitter.name),
-        template=naming.foreach_template_name(splitter.name),
+        name=name,
+        template=template,
         depends=expr.succeeded(task),
         with_param=expr.task_output(task, Param.NUM_SPLITS),
         arguments=_arguments(args),
@@ -153,7 +173,7 @@ def _dag_parents(wf: ir.Workflow, step: ir.Step) -> list[Node]:
         return []
     if isinstance(source, ir.FromForeach):
         splitter = wf.steps[source.splitter]
-        return [Node(naming.fan_out_task_name(splitter.name), splitter.condition)]
+        return [Node(fan_out(wf, splitter.name)[0], splitter.condition)]
     if isinstance(source, ir.Gang):
         return [_node(wf.steps[source.step])]
     return [_node(wf.steps[p]) for p in source.parents]

@@ -178,9 +178,10 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     doc = _compile(tmp_path, FOREACH_3_IN_SPLIT)
     tmpl = templates(doc)
     for splitter in ("fe1", "fe2", "fe3"):
-        assert "dag" in tmpl["0-foreach-%s" % splitter]
         outs = {p["name"] for p in tmpl[splitter]["outputs"]["parameters"]}
         assert outs == {"num-splits", "split-cardinality"}
+    assert "dag" in tmpl["0-foreach-fe1"] and "dag" in tmpl["0-foreach-fe2"]
+    assert "0-foreach-fe3" not in tmpl  # a body of one step: its fan-out runs the step's template
     top = dag_tasks(doc, "0-flow")
     fan = top["Foreach-fe1"]
     assert fan["withParam"] == "{{tasks.fe1.outputs.parameters.num-splits}}"
@@ -191,10 +192,11 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     }
     assert top["j1"]["depends"] == "(Foreach-fe1.Succeeded || Foreach-fe1.Skipped)"  # a resume may clone every split
     inner = dag_tasks(doc, "0-foreach-fe2")
-    assert args(inner["Foreach-fe3"])["ctx"] == "{{inputs.parameters.ctx}}-{{item}}"
-    assert args(inner["Foreach-fe3"])["input-paths"] == "argo-{{workflow.name}}/fe3/fe3{{inputs.parameters.ctx}}"
-    leaf = dag_tasks(doc, "0-foreach-fe3")["leaf"]
-    assert args(leaf)["split-index"] == "{{inputs.parameters.split-index}}"
+    leaf = inner["leaf"]  # fe3's fan-out, named after the one step it runs, one node a split
+    assert (leaf["template"], leaf["withParam"]) == ("leaf", "{{tasks.fe3.outputs.parameters.num-splits}}")
+    assert args(leaf) == {"ctx": "{{inputs.parameters.ctx}}-{{item}}", "split-index": "{{item}}",
+                          "input-paths": "argo-{{workflow.name}}/fe3/fe3{{inputs.parameters.ctx}}"}
+    assert inner["j3"]["depends"] == "(leaf.Succeeded || leaf.Skipped)"
     assert "--split-index '{{inputs.parameters.split-index}}'" in script(tmpl["leaf"])
     # The join rebuilds its children's ids from the split count: no lookups in the pod.
     j3 = script(tmpl["j3"])
@@ -202,7 +204,7 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     assert "'leaf{{inputs.parameters.ctx}}-'$mfargo_i" in j3
     # templates nest inner first, so every sub-DAG is defined before its user
     names = [t["name"] for t in doc["spec"]["templates"]]
-    assert names.index("0-foreach-fe3") < names.index("0-foreach-fe2") < names.index("0-foreach-fe1") < names.index("0-flow")
+    assert names.index("0-foreach-fe2") < names.index("0-foreach-fe1") < names.index("0-flow")
 
 
 def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):

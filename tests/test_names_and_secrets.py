@@ -58,6 +58,11 @@ class Train(FlowSpec):
     @step
     def split_foreach(self):
         self.v = self.input * 10
+        self.next(self.times_two)
+
+    @step
+    def times_two(self):  # a body of two steps: its fan-out runs a sub-DAG
+        self.v *= 2
         self.next(self.foreach_split)
 
     @step
@@ -108,7 +113,7 @@ if __name__ == "__main__":
 def test_steps_named_like_generated_templates_compile_beside_them(tmp_path):
     doc = compile_in_process(tmp_path, COLLIDING)
     tmpl = templates(doc)
-    step_templates = {"start", "split", "split-foreach", "foreach-split", "gang", "train", "train-join",
+    step_templates = {"start", "split", "split-foreach", "times-two", "foreach-split", "gang", "train", "train-join",
                       "train-failure-report", "again", "again-loop", "end"}
     added = {"0-flow", "0-foreach-split", "0-failure-report-train", "0-loop-again",
              "0-queue-watch"}  # the run's gang watch, beside every gang flow
@@ -268,8 +273,9 @@ def test_colliding_names_run(s3_server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("collide")
     c = compile_flow(tmp, mf_env_for(s3_server, tmp), RUNS)
     [doc] = [d for d in yaml.safe_load_all(c.yaml_path.read_text()) if d["kind"] == "WorkflowTemplate"]
-    assert {"train", "train-failure-report", "0-failure-report-train", "0-foreach-split", "split-foreach"} <= set(
-        templates(doc))
+    assert {"train", "train-failure-report", "0-failure-report-train", "split-foreach"} <= set(templates(doc))
+    assert "0-foreach-split" not in templates(doc)  # a body of one step: the fan-out runs it directly
+    assert dag_tasks(doc, "0-flow")["split-foreach"]["withParam"] == "{{tasks.split.outputs.parameters.num-splits}}"
     result, rec = c.run(timeout=400)
     assert result.status == "Succeeded", tail(result, rec)
     got = c.client("""
@@ -513,6 +519,10 @@ class LongFlow(FlowSpec):
 
     @step
     def body(self):
+        self.next(self.body_two)
+
+    @step
+    def body_two(self):  # a body of two steps: its fan-out runs a sub-DAG
         self.next(self.join)
 
     @step
