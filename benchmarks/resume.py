@@ -78,7 +78,7 @@ def timed(cmd: list[str], cwd: Path, env: dict, ok: bool, pods: dict | None = No
     return took
 
 
-def one_round(work_dir: Path, env: dict) -> dict[str, float]:
+def one_round(work_dir: Path, env: dict, splits: int) -> dict[str, float]:
     python, mfargo = sys.executable, str(Path(sys.executable).parent / "mfargo")
     flag = work_dir / "fail"
     out = {}
@@ -87,13 +87,15 @@ def one_round(work_dir: Path, env: dict) -> dict[str, float]:
     fresh_pods, resumed_pods = {}, {}
     out["mfargo fresh"] = timed(mfargo_run + ["--run-id-file", "rid"], work_dir, env, False, fresh_pods)
     origin = (work_dir / "rid").read_text().strip()
-    out["metaflow fresh"] = timed([python, "flow.py", "run", "--run-id-file", "mf-rid"], work_dir, env, False)
+    wide = ["--max-num-splits", str(max(100, splits))]  # Metaflow's default stops a foreach at 100
+    out["metaflow fresh"] = timed([python, "flow.py", "run", "--run-id-file", "mf-rid", *wide], work_dir, env, False)
     mf_origin = (work_dir / "mf-rid").read_text().strip()
     flag.unlink()
     out["mfargo resumed"] = timed(mfargo_run + ["-p", "mfargo-origin-run-id=" + origin],
                                   work_dir, env, True, resumed_pods)
     out["mfargo fresh pods"], out["mfargo resumed pods"] = fresh_pods["n"], resumed_pods["n"]
-    out["metaflow resumed"] = timed([python, "flow.py", "resume", "--origin-run-id", mf_origin], work_dir, env, True)
+    out["metaflow resumed"] = timed([python, "flow.py", "resume", "--origin-run-id", mf_origin, *wide], work_dir, env,
+                                    True)
     return out
 
 
@@ -111,7 +113,7 @@ def main() -> None:
         subprocess.run([str(Path(sys.executable).parent / "mfargo"), "compile", "flow.py", "--datastore", "s3",
                         "--datastore-root", "s3://bench-bucket/mf", "--code-in-image", "/app", "-o", "wf.yaml"],
                        cwd=work_dir, env=env, check=True, capture_output=True)
-        rounds = [one_round(work_dir, env) for _ in range(args.rounds)]
+        rounds = [one_round(work_dir, env, args.splits) for _ in range(args.rounds)]
     print("foreach of %d, %.1f s of work each, %d rounds; median wall seconds" % (args.splits, args.work, args.rounds))
     for engine in ("mfargo", "metaflow"):
         fresh = statistics.median(r[engine + " fresh"] for r in rounds)
