@@ -133,6 +133,12 @@ def test_a_rank_that_never_started_is_named_before_started_ranks_that_waited_for
     # to count, and is still the rank named (seen on the cluster with Argo 3.7's run).
     late = pod("worker", 1, exit_code=143, reason="Error", started="2026-12-03T10:00:01Z")
     assert gang_failure.first_failure(named, jobs, [late], crowded).rank == 2
+    # The Job the JobSet names was marked failed seconds after the control's deadline freed the
+    # node the late rank took (a busy Job controller, seen in CI with Argo 3.7's run): the
+    # earliest failure is what the others waited until.
+    marked_late = [job("control", 0, "DeadlineExceeded", at="2026-12-03T10:00:00Z"),
+                   job("worker", 0, "DeadlineExceeded", at="2026-12-03T10:00:05Z"), job("worker", 1)]
+    assert gang_failure.first_failure(named, marked_late, [late], crowded).rank == 2
     # A started rank that failed on its own (an exit code) stays the one named.
     ran = gang_failure.first_failure(named, jobs, [pod("worker", 0, exit_code=1, reason="Error")], crowded)
     assert (ran.rank, ran.exit_code) == (1, 1)

@@ -158,13 +158,15 @@ def first_failure(jobset, jobs, pods, events=()):
     When one rank cannot start, the ranks that did wait for it until the deadline: the rank
     whose pod never started is the cause, so it is named (with the gang's deadline as its
     reason; its own Job may not be marked failed yet) before the started rank the JobSet saw
-    fail first."""
+    fail first. A pod that started only after a Job failed (the node its deadline freed) still
+    never started in time: the earliest Job failure counts, not the one the JobSet names, which
+    a busy Job controller may mark seconds after the others."""
     job = _first_failed_job(jobset, jobs)
     if job is None:
         return None
     failure = _failure(jobset, job, pods, events)
     if events and never_ran(failure):
-        failed_at = _condition(job, "Failed").get("lastTransitionTime") or ""
+        failed_at = min(_condition(j, "Failed").get("lastTransitionTime") or "" for j in jobs if _condition(j, "Failed"))
         for other in sorted(jobs, key=_rank):
             said = never_started(other["metadata"]["name"], events)[:SAID_CHARS]
             if said and not _ran_before(other, pods, failed_at):
