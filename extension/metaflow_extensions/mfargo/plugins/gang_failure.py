@@ -166,7 +166,8 @@ def first_failure(jobset, jobs, pods, events=()):
         return None
     failure = _failure(jobset, job, pods, events)
     if events and never_ran(failure):
-        failed_at = min(_condition(j, "Failed").get("lastTransitionTime") or "" for j in jobs if _condition(j, "Failed"))
+        failed_at = min(_condition(j, "Failed").get("lastTransitionTime") or ""
+                        for j in jobs if _condition(j, "Failed"))
         for other in sorted(jobs, key=_rank):
             said = never_started(other["metadata"]["name"], events)[:SAID_CHARS]
             if said and not _ran_before(other, pods, failed_at):

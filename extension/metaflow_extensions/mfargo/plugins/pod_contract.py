@@ -92,6 +92,12 @@ def gang_task_ids(entropy, num_parallel):
     return [control_task_id(entropy)] + [worker_task_id(entropy, i) for i in range(int(num_parallel) - 1)]
 
 
+def splitter_gang_task_ids(artifact):
+    """Every task id of the gang after a finished splitter, from its artifacts (``artifact(name)``
+    reads one): what a resume clones, the same ids the origin's gang ran under."""
+    return gang_task_ids(artifact(ENTROPY_ARTIFACT), artifact("_parallel_ubf_iter").num_parallel)
+
+
 def gang_rank(replicated_job, job_index):
     """A pod's rank, Metaflow's split index (the pods' --split-index): control 0, worker i is i + 1."""
     return FIRST_RANK[replicated_job] + int(job_index)

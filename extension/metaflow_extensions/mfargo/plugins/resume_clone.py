@@ -4,8 +4,8 @@ its origin run when Metaflow's rule for ``resume`` allows it (see ``resume.py``)
 Exit 0: cloned (Metaflow's own clone: the origin's artifacts, ``origin-run-id`` and
 ``origin-task-id`` metadata, no user code), and the outputs Argo reads written from the
 origin's artifacts; a foreach's splitter also clones the splits that succeeded whole
-(``resume_foreach.py``) and tells Argo to run only the others. Exit ``resume.RERUN_EXIT``: the task must run, the reason said on
-one line. Anything else: the resume cannot go on (a resume step that is not a step, an
+(``resume_foreach.py``) and tells Argo to run only the others. Exit ``resume.RERUN_EXIT``: the
+task must run, the reason said on one line. Anything else: the resume cannot go on (a resume step that is not a step, an
 origin run with no ``_parameters`` task of this flow).
 """
 
@@ -83,8 +83,7 @@ def _clone_gang(obj, origin_run_id, resume_step, run_id, splitter, origin):
     if gang in steps_to_rerun(obj.graph, resume_step):
         return False
     artifacts = OriginArtifacts(origin)
-    ranks = contract.gang_task_ids(getattr(artifacts, contract.ENTROPY_ARTIFACT),
-                                   artifacts._parallel_ubf_iter.num_parallel)
+    ranks = contract.splitter_gang_task_ids(lambda name: getattr(artifacts, name))
     failed = _failed_rank(obj, origin_run_id, gang, ranks)
     if failed:
         print("mfargo: resume: gang %s runs again: task %s did not succeed in the origin run" % (gang, failed),

@@ -105,8 +105,7 @@ def _split_tasks(graph, origin, ctxs, tree):
             tasks[split].append((name, task))
             if inner == GANG:
                 [gang_step] = graph[name].out_funcs
-                ranks = contract.gang_task_ids(found[contract.ENTROPY_ARTIFACT],
-                                               found["_parallel_ubf_iter"].num_parallel)
+                ranks = contract.splitter_gang_task_ids(found.__getitem__)
                 deeper += [(split, gang_step, None, rank, None) for rank in ranks]
             elif inner:
                 deeper += [(split, inner_name, inner_inner, contract.task_id(inner_name, child), child)
