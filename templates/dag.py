@@ -31,7 +31,7 @@ def build_all(wf: ir.Workflow, entrypoint: str) -> list[m.Template]:
     for a body of one step: its fan-out runs the step's template)."""
     templates = []
     for splitter in _foreach_splitters(wf):
-        if _only_step(wf, splitter) is None:
+        if wiring.only_step(wf, splitter) is None:
             templates.append(_scope_template(wf, splitter, naming.foreach_template_name(splitter)))
     templates.append(_scope_template(wf, None, entrypoint))
     return templates
@@ -43,17 +43,9 @@ def _foreach_splitters(wf: ir.Workflow) -> list[str]:
     return sorted(splitters, key=lambda s: -_depth(wf, s))
 
 
-def _only_step(wf: ir.Workflow, splitter: str) -> ir.Step | None:
-    """The step a foreach's body is, when it is one step (not a loop). Its fan-out then runs
-    the step's template itself, one Argo node a split where a sub-DAG costs two: a Workflow
-    keeps every node's status in one object, so this halves what a wide foreach puts there."""
-    body = [s for s in wf.steps.values() if s.scope == splitter]
-    return body[0] if len(body) == 1 and not body[0].recursive else None
-
-
 def fan_out(wf: ir.Workflow, splitter: str) -> tuple[str, str]:
     """(task, template) of a foreach's fan-out: the body's one step's own, or the body's DAG."""
-    step = _only_step(wf, splitter)
+    step = wiring.only_step(wf, splitter)
     if step is not None:
         return wiring.task_name(step.name), wiring.task_name(step.name)
     return naming.fan_out_task_name(splitter), naming.foreach_template_name(splitter)
@@ -120,18 +112,13 @@ def _fan_out_task(wf: ir.Workflow, splitter: ir.Step, ctx: str) -> m.DAGTask:
     """Runs the foreach body once per split: withParam reads the splitter's [0..K-1] (in a
     resumed run, the splits its clone did not clone: plugins/resume_foreach.py)."""
     task = wiring.task_name(splitter.name)
-    args = [
-        wiring.Arg(Param.CTX, naming.child_ctx(ctx, expr.ITEM)),
-        wiring.Arg(Param.SPLIT_INDEX, expr.ITEM),
-        wiring.Arg(Param.INPUT_PATHS, wiring.step_path(splitter.name, ctx)),
-    ]
     name, template = fan_out(wf, splitter.name)
     return m.DAGTask(
         name=name,
         template=template,
         depends=expr.succeeded(task),
         with_param=expr.task_output(task, Param.NUM_SPLITS),
-        arguments=_arguments(args),
+        arguments=_arguments(wiring.fan_out_arguments(wf, splitter.name, ctx)),
     )
 
 

@@ -19,7 +19,7 @@ def step_args(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """A plain step's own script (after ``shared_command``): write input paths, run (init and) the step."""
     lines = input_path_lines(step, wf)
     iteration = expr.input_param(Param.ITERATION) if step.recursive else None
-    task_id = naming.task_id(step.name, wiring.step_ctx(step), iteration)
+    task_id = naming.task_id(step.name, wiring.step_ctx(step, wf), iteration)
     call = _call(step, wf, sh.Lit(task_id), split_index=_split_index(step))
     lines.append(task_log_env(call, wf))
     lines += sh.bootstrap_lines(step.bootstrap_commands)
@@ -42,7 +42,7 @@ def gang_script(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """Every gang pod, control or worker: its rank, role and task id come from its JobSet env."""
     lines = sh.preamble(wf.code.image_dir, wf.code.package_commands, wf.datastore)
     lines += naming.gang_rank_lines()
-    lines.append(gang.pod_input_path(step.gang, wiring.step_ctx(step)))
+    lines.append(gang.pod_input_path(step.gang, wiring.step_ctx(step, wf)))
     counter = gang.attempt_counter(wf.flow_name, step.name)
     setup, attempt, max_retries = sh.gang_attempt(
         common.attempt_tag(step.retry), step.gang.placement.max_restarts, step.retry.user_retries, counter)
@@ -91,8 +91,10 @@ def _split_index(step: ir.Step):
 def input_path_lines(step: ir.Step, wf: ir.Workflow) -> list[sh.Line]:
     """Write this task's input paths to the paths file, built from the YAML alone."""
     source = step.inputs
-    ctx = wiring.step_ctx(step)
+    ctx = wiring.step_ctx(step, wf)
     loop_ids = wiring.parent_task_ids(step, wf)
+    if wiring.index_only(step, wf):
+        return [sh.write_paths(sh.Lit(wiring.step_path(step.scope, wiring.ROOT_CTX)))]
     if step.recursive or isinstance(source, ir.FromCaller):
         return [sh.write_paths(sh.Lit(expr.input_param(Param.INPUT_PATHS)))]
     if isinstance(source, (ir.FromParameters, ir.FromParents)):

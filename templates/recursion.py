@@ -20,7 +20,7 @@ AGAIN = "again"
 
 def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     loop = naming.recursion_template_name(step.name)
-    this_task = wiring.step_path(step.name, wiring.step_ctx(step), expr.input_param(Param.ITERATION))
+    this_task = wiring.step_path(step.name, wiring.step_ctx(step, wf), expr.input_param(Param.ITERATION))
     passed = [m.Parameter(name=n, value=expr.input_param(n)) for n in wiring.template_inputs(step, wf)]
     # The next iteration reads this one; every other input (a foreach child's split index...)
     # passes through unchanged.

@@ -24,9 +24,36 @@ def ctx_inside(scope: str | None) -> str:
     return ROOT_CTX if scope is None else expr.input_param(Param.CTX)
 
 
-def step_ctx(step: ir.Step) -> str:
+def step_ctx(step: ir.Step, wf: ir.Workflow) -> str:
     """The foreach context inside ``step``'s template."""
+    if index_only(step, wf):
+        return naming.child_ctx(ROOT_CTX, expr.input_param(Param.SPLIT_INDEX))
     return ctx_inside(step.scope)
+
+
+def only_step(wf: ir.Workflow, splitter: str) -> ir.Step | None:
+    """The step a foreach's body is, when it is one step (not a loop). Its fan-out then runs
+    the step's template itself, one Argo node a split where a sub-DAG costs two: a Workflow
+    keeps every node's status in one object, so this halves what a wide foreach puts there."""
+    body = [s for s in wf.steps.values() if s.scope == splitter]
+    return body[0] if len(body) == 1 and not body[0].recursive else None
+
+
+def index_only(step: ir.Step, wf: ir.Workflow) -> bool:
+    """Whether ``step`` is the one step of a top-level foreach's body: its context and input
+    paths then follow from the split index, the one input its fan-out passes, and each split's
+    Argo nodes (in the Workflow object, a wide foreach's bulk) carry that input alone."""
+    return (step.scope is not None and wf.steps[step.scope].scope is None
+            and only_step(wf, step.scope) is step)
+
+
+def fan_out_arguments(wf: ir.Workflow, splitter: str, ctx: str) -> list[Arg]:
+    """What a foreach's fan-out passes each split (``expr.ITEM`` its index), in context ``ctx``."""
+    step = only_step(wf, splitter)
+    if step is not None and index_only(step, wf):
+        return [Arg(Param.SPLIT_INDEX, expr.ITEM)]
+    return [Arg(Param.CTX, naming.child_ctx(ctx, expr.ITEM)), Arg(Param.SPLIT_INDEX, expr.ITEM),
+            Arg(Param.INPUT_PATHS, step_path(splitter, ctx))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +73,8 @@ def step_path(step: str, ctx: str, iteration: str | None = None) -> str:
 
 def arguments(step: ir.Step, scope_ctx: str, wf: ir.Workflow) -> list[Arg]:
     """The parameters a DAG task passes to ``step``'s template, in scope context ``scope_ctx``."""
+    if index_only(step, wf):
+        return fan_out_arguments(wf, step.scope, ROOT_CTX)
     args = [] if step.scope is None else [Arg(Param.CTX, scope_ctx)]
     if step.foreach_entry:
         args += [

@@ -207,6 +207,46 @@ def test_nested_foreach_three_levels_inside_a_split(tmp_path):
     assert names.index("0-foreach-fe2") < names.index("0-foreach-fe1") < names.index("0-flow")
 
 
+SWEEP = """
+from metaflow import FlowSpec, step
+class F(FlowSpec):
+    @step
+    def start(self):
+        self.items = [1, 2, 3]
+        self.next(self.sq, foreach="items")
+    @step
+    def sq(self):
+        self.next(self.join)
+    @step
+    def join(self, inputs):
+        self.next(self.end)
+    @step
+    def end(self):
+        pass
+if __name__ == "__main__":
+    F()
+"""
+
+
+def test_a_top_level_foreach_of_one_step_passes_each_split_its_index_alone(tmp_path):
+    """Argo keeps every split's inputs in the Workflow object (twice: the retry node and its
+    pod): the step's context and input paths follow from the split index, so only it is passed."""
+    doc = _compile(tmp_path, SWEEP)
+    fan = dag_tasks(doc, "0-flow")["sq"]
+    assert (fan["template"], fan["withParam"]) == ("sq", "{{tasks.start.outputs.parameters.num-splits}}")
+    assert args(fan) == {"split-index": "{{item}}"}
+    sq = templates(doc)["sq"]
+    assert sq["inputs"] == {"parameters": [{"name": "split-index"}]}
+    lines = script(sq).splitlines()
+    [call] = [shlex.split(line) for line in lines if line.startswith("exec ")]
+    assert call[call.index("--task-id") + 1] == "sq-{{inputs.parameters.split-index}}"
+    assert call[call.index("--split-index") + 1] == "{{inputs.parameters.split-index}}"
+    [paths] = [line for line in lines if "mfargo_paths" in line and line.startswith("printf")]
+    assert shlex.split(paths)[2] == "argo-{{workflow.name}}/start/start"
+    # the join rebuilds the same ids
+    assert "sq-$mfargo_i" in script(templates(doc)["join"]).replace("'", "")
+
+
 def test_recursive_switch_is_a_self_calling_steps_template(tmp_path):
     doc = _compile(tmp_path, RECURSIVE_SWITCH)
     tmpl = templates(doc)
