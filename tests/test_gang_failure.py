@@ -133,15 +133,26 @@ def test_a_rank_that_never_started_is_named_before_started_ranks_that_waited_for
     # to count, and is still the rank named (seen on the cluster with Argo 3.7's run).
     late = pod("worker", 1, exit_code=143, reason="Error", started="2026-12-03T10:00:01Z")
     assert gang_failure.first_failure(named, jobs, [late], crowded).rank == 2
-    # The Job the JobSet names was marked failed seconds after the control's deadline freed the
-    # node the late rank took (a busy Job controller, seen in CI with Argo 3.7's run): the
-    # earliest failure is what the others waited until.
-    marked_late = [job("control", 0, "DeadlineExceeded", at="2026-12-03T10:00:00Z"),
-                   job("worker", 0, "DeadlineExceeded", at="2026-12-03T10:00:05Z"), job("worker", 1)]
-    assert gang_failure.first_failure(named, marked_late, [late], crowded).rank == 2
     # A started rank that failed on its own (an exit code) stays the one named.
     ran = gang_failure.first_failure(named, jobs, [pod("worker", 0, exit_code=1, reason="Error")], crowded)
     assert (ran.rank, ran.exit_code) == (1, 1)
+
+
+def test_a_rank_whose_job_the_failed_jobset_deleted_is_still_the_one_named():
+    """Seen in CI with Argo 3.7's run: all three deadlines came in one second, the JobSet failed
+    on rank 2's and deleted the Job of rank 1, still active, whose pod no node could hold: the
+    report reads the ranks the JobSet's spec asks for, not only the Jobs left."""
+    crowded = [event("js-abc-rank-1-0-xyz", "FailedScheduling",
+                     "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.")]
+    named = jobset("jobset failed, first failed job: js-abc-rank-2")
+    named["spec"] = {"replicatedJobs": [{"name": "rank", "replicas": 3}]}
+    left = [job("rank", 0, "DeadlineExceeded"), job("rank", 2, "DeadlineExceeded")]
+    failure = gang_failure.first_failure(named, left, [], crowded)
+    assert (failure.rank, failure.role, failure.job, failure.reason) == (1, "worker", "js-abc-rank-1", "DeadlineExceeded")
+    assert failure.said.startswith("never started: FailedScheduling: 0/2 nodes are available")
+    # without the spec only the Jobs left could be named
+    del named["spec"]
+    assert gang_failure.first_failure(named, left, [], crowded).rank == 2
 
 
 def test_a_rank_that_ran_is_not_explained_by_events():

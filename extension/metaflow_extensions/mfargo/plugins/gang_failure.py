@@ -127,6 +127,20 @@ def _reason(job, pod):
     return _terminated(pod).get("reason") or job_reason
 
 
+def expected_ranks(jobset):
+    """{(replicated job, job index): rank} of every rank the JobSet's spec asks for."""
+    ranks = {}
+    for job in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        name = job.get("name")
+        try:
+            replicas = int(job.get("replicas", 1))
+        except (TypeError, ValueError):
+            continue
+        for index in range(replicas):
+            ranks[(name, index)] = pod_contract.gang_rank(name, index) if name in pod_contract.FIRST_RANK else index
+    return ranks
+
+
 def never_started(job_name, events):
     """Why the pods of a Job never ran, from their Warning events: "never started: <reason>:
     <message>", or "" when no event says (a Job's pods are named <job>-<5 chars>)."""
@@ -158,23 +172,32 @@ def first_failure(jobset, jobs, pods, events=()):
     When one rank cannot start, the ranks that did wait for it until the deadline: the rank
     whose pod never started is the cause, so it is named (with the gang's deadline as its
     reason; its own Job may not be marked failed yet) before the started rank the JobSet saw
-    fail first. A pod that started only after a Job failed (the node its deadline freed) still
-    never started in time: the earliest Job failure counts, not the one the JobSet names, which
-    a busy Job controller may mark seconds after the others."""
+    fail first, whether or not its Job is still there."""
     job = _first_failed_job(jobset, jobs)
     if job is None:
         return None
     failure = _failure(jobset, job, pods, events)
     if events and never_ran(failure):
-        failed_at = min(_condition(j, "Failed").get("lastTransitionTime") or ""
-                        for j in jobs if _condition(j, "Failed"))
-        for other in sorted(jobs, key=_rank):
+        failed_at = _condition(job, "Failed").get("lastTransitionTime") or ""
+        for other in sorted(_with_deleted_jobs(jobset, jobs), key=_rank):
             said = never_started(other["metadata"]["name"], events)[:SAID_CHARS]
             if said and not _ran_before(other, pods, failed_at):
                 rank = _rank(other)
                 return replace(failure, rank=rank, role=pod_contract.rank_role(rank), job=other["metadata"]["name"],
                                pod="", said=said)
     return failure
+
+
+def _with_deleted_jobs(jobset, jobs):
+    """``jobs``, and a stand-in for each Job the JobSet's spec asks for that is not among them:
+    a JobSet that fails deletes its Jobs still active, which can be the one whose pod never
+    started (its pod's Events outlive it)."""
+    name = jobset["metadata"]["name"]
+    listed = {j["metadata"]["name"] for j in jobs}
+    gone = [{"metadata": {"name": pod_contract.job_name(name, rjob, index),
+                          "labels": {JOBSET_NAME: name, REPLICATED_JOB: rjob, JOB_INDEX: str(index)}}}
+            for rjob, index in expected_ranks(jobset)]
+    return list(jobs) + [j for j in gone if j["metadata"]["name"] not in listed]
 
 
 def _failure(jobset, job, pods, events):

@@ -98,6 +98,11 @@ def splitter_gang_task_ids(artifact):
     return gang_task_ids(artifact(ENTROPY_ARTIFACT), artifact("_parallel_ubf_iter").num_parallel)
 
 
+def job_name(jobset, replicated_job, job_index):
+    """The name JobSet gives a Job of ``jobset`` (its pods' names start with it and a dash)."""
+    return "%s-%s-%d" % (jobset, replicated_job, int(job_index))
+
+
 def gang_rank(replicated_job, job_index):
     """A pod's rank, Metaflow's split index (the pods' --split-index): control 0, worker i is i + 1."""
     return FIRST_RANK[replicated_job] + int(job_index)

@@ -38,7 +38,7 @@ import json
 import sys
 import time
 
-from . import gang_report
+from . import gang_failure, gang_report
 from . import pod_contract as contract
 
 POLL_SECONDS = 5
@@ -128,20 +128,6 @@ def active_since(jobset, pods=None):
     return max(stamps) if stamps else None
 
 
-def expected_ranks(jobset):
-    """{(replicated job, job index): rank} of every rank the JobSet's spec asks for."""
-    ranks = {}
-    for job in (jobset.get("spec") or {}).get("replicatedJobs") or []:
-        name = job.get("name")
-        try:
-            replicas = int(job.get("replicas", 1))
-        except (TypeError, ValueError):
-            continue
-        for index in range(replicas):
-            ranks[(name, index)] = contract.gang_rank(name, index) if name in contract.FIRST_RANK else index
-    return ranks
-
-
 def why_pending(pod):
     """Why a pod has not started, in the scheduler's or the kubelet's words."""
     if pod is None:
@@ -182,13 +168,13 @@ def not_started(jobset, pods, now):
             continue
         by_rank.setdefault(key, []).append(pod)
     missing, started = [], []
-    for key, rank in sorted(expected_ranks(jobset).items(), key=lambda item: item[1]):
+    for key, rank in sorted(gang_failure.expected_ranks(jobset).items(), key=lambda item: item[1]):
         mine = by_rank.get(key) or []
         if any((p.get("status") or {}).get("phase") in STARTED_PHASES for p in mine):
             started.append(rank)
             continue
         pod = max(mine, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "", default=None)
-        missing.append({"rank": rank, "role": contract.rank_role(rank), "job": "%s-%s-%d" % (name, key[0], key[1]),
+        missing.append({"rank": rank, "role": contract.rank_role(rank), "job": contract.job_name(name, *key),
                         "pod": (pod.get("metadata") or {}).get("name", "") if pod else "", "why": why_pending(pod)})
     if not missing:
         return None
