@@ -5,8 +5,8 @@ Exit 0: cloned (Metaflow's own clone: the origin's artifacts, ``origin-run-id`` 
 ``origin-task-id`` metadata, no user code), and the outputs Argo reads written from the
 origin's artifacts; a foreach's splitter also clones the splits that succeeded whole
 (``resume_foreach.py``) and tells Argo to run only the others. Exit ``resume.RERUN_EXIT``: the
-task must run, the reason said on one line. Anything else: the resume cannot go on (a resume step that is not a step, an
-origin run with no ``_parameters`` task of this flow).
+task must run, the reason said on one line. Anything else: the resume cannot go on (a resume
+step that is not a step, an origin run with no ``_parameters`` task of this flow).
 """
 
 from __future__ import annotations
