@@ -132,6 +132,8 @@ class Label:
     SENSOR_NAME: Final = "metaflow/sensor_name"
     SENSOR_NAMESPACE: Final = "metaflow/sensor_namespace"
     BUNDLE_OBJECTS: Final = "mfargo/objects"  # the bundle's other objects, so `delete` can remove them
+    # On a CronWorkflow: the template version `create` had Argo's cron controller check it against.
+    TEMPLATE_CHECKED: Final = "mfargo/template-version"
     # What core's deployments carry too (@schedule, @trigger, notifications).
     CRON: Final = "metaflow/cron"
     TRIGGERS: Final = "metaflow/triggers"

@@ -174,7 +174,7 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
     then store the token."""
     from metaflow.plugins.aws.step_functions.production_token import store_token
 
-    from mfargo import transaction
+    from mfargo import cron_recheck, transaction
 
     if docs[0]["metadata"]["name"] != target.name:
         raise DeployError("compiled template %s but resolved %s (a bug in mfargo)" % (docs[0]["metadata"]["name"],
@@ -184,7 +184,8 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
     plan = transaction.plan(target.cluster, docs, _stale_refs(target, live, docs), target.namespace,
                             lambda kind, obj: check_owner(target, kind, obj))
     echo("Deploying *%s* to Argo Workflows in namespace *%s*..." % (target.name, target.namespace), bold=True)
-    transaction.run(target.cluster, plan, target.name, echo)
+    done = transaction.run(target.cluster, plan, target.name, echo)
+    cron_recheck.recheck(target.cluster, done, echo)
     store_token(target.token_prefix, token)
     echo("")
     echo("The namespace of this production flow is")

@@ -16,6 +16,7 @@ import secrets
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,10 @@ from clustertools import (ON_EVERY_ARGO, STATE, argo_target, failed_nodes, flow_
                           sensor_subscribed, started_by_event, until, wait_workflow, with_webhook)
 from flowtools import EXAMPLES, linear_flow
 from test_cluster_e2e import SMALL_GANG, read_run
+
+from mfargo import cron_recheck, transaction
+from mfargo.cluster import Cluster, Resource
+from mfargo.compiler.constants import Label
 
 pytestmark = pytest.mark.cluster
 
@@ -121,10 +126,10 @@ def _switch(env, flow, name, runs):
                        "result": chosen + " batch", "log": chosen + " batch"}, got
 
 
-# Argo 3.7's cron controller can validate a new CronWorkflow before its WorkflowTemplate
-# informer has the template created just before it; it then logs `invalid cron workflow` with
-# this, persists nothing, and looks again only on a change or its 20-minute resync
-# (workflow/cron/controller.go, operator.go of v3.7.18; seen on the loopback cluster).
+# Argo's cron controller can validate a new CronWorkflow before its WorkflowTemplate informer
+# has the template created just before it; it then logs `invalid cron workflow` with this,
+# persists nothing, and looks again only on a change: the one `create` makes
+# (mfargo.cron_recheck; seen on the loopback cluster's Argo 3.7).
 TEMPLATE_NOT_SEEN_YET = "WorkflowTemplate Informer cannot find WorkflowTemplate"
 
 
@@ -133,18 +138,64 @@ def controller_took_cron(env: dict, name: str) -> bool:
     ValidateCronWorkflow, against the deployed template) and scheduled it: it logs
     `CronWorkflow added` (3.7: `CronWorkflow <ns>/<name> added`) only then, `invalid cron workflow`
     otherwise (workflow/cron/controller.go). Invalid for any reason but TEMPLATE_NOT_SEEN_YET
-    fails; after that one the CronWorkflow is annotated, which has the controller look again."""
+    fails; after that one, `create`'s own change must have it added, with no help from here."""
     ref = "cronWorkflow=%s/%s" % (env["METAFLOW_KUBERNETES_NAMESPACE"], name)
     lines = [ln for ln in (STATE / "logs" / "workflow-controller.log").read_text(errors="replace").splitlines()
              if ln.endswith(ref) or (ref + " ") in ln]
     invalid = [ln for ln in lines if "invalid cron workflow" in ln]
     assert not [ln for ln in invalid if TEMPLATE_NOT_SEEN_YET not in ln], lines
-    if any(re.search(r'msg="CronWorkflow (\S+ )?added"', ln) for ln in lines):  # 3.7 names it in the message
-        return True
-    if lines and lines[-1] in invalid:  # nothing processed since: a change has it looked at again
-        kubectl(env, "annotate", "cronworkflow", name, "-n", env["METAFLOW_KUBERNETES_NAMESPACE"], "--overwrite",
-                "mfargo-e2e/looked-again=%d" % len(invalid))
-    return False
+    return any(re.search(r'msg="CronWorkflow (\S+ )?added"', ln) for ln in lines)  # 3.7 names it in the message
+
+
+def cron_verdicts(env: dict, name: str) -> list[str]:
+    """The cron controller's verdicts on CronWorkflow ``name``, oldest first: "invalid" or "added"."""
+    ref = "cronWorkflow=%s/%s" % (env["METAFLOW_KUBERNETES_NAMESPACE"], name)
+    out = []
+    for ln in (STATE / "logs" / "workflow-controller.log").read_text(errors="replace").splitlines():
+        if ln.endswith(ref) or (ref + " ") in ln:
+            if "invalid cron workflow" in ln:
+                out.append("invalid" if TEMPLATE_NOT_SEEN_YET in ln else ln)
+            elif re.search(r'msg="CronWorkflow (\S+ )?added"', ln):
+                out.append("added")
+    return out
+
+
+@ON_EVERY_ARGO
+def test_a_schedule_the_controller_judged_before_its_template_is_registered_by_creates_recheck(cluster_env):
+    # The race forced: the CronWorkflow exists before its template, so the controller's first
+    # verdict is "invalid" for want of the template; it keeps nothing and does not look again
+    # when the template comes. The change `create` makes afterwards (cron_recheck) registers it.
+    env, name = cluster_env, unique("cron-race")
+    ns = env["METAFLOW_KUBERNETES_NAMESPACE"]
+    cluster = Cluster(ns, kubeconfig=env["KUBECONFIG"])
+    schedule = {"schedule": "0 3 * * *"} if argo_target(env) else {"schedules": ["0 3 * * *"]}
+    cron = {"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow", "metadata": {"name": name},
+            "spec": {**schedule, "workflowSpec": {"workflowTemplateRef": {"name": name}}}}
+    template = {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate", "metadata": {"name": name},
+                "spec": {"entrypoint": "main", "templates": [{"name": "main", "container": {
+                    "image": "mfargo-e2e/never-pulled", "command": ["true"]}}]}}
+
+    def write(doc: dict) -> transaction.Done:
+        w = transaction.Write(doc["kind"], name, ns, Resource.of(doc), doc, None)
+        return transaction.Done(w, "created", cluster.create(w.res, doc, ns))
+
+    try:
+        cron_done = write(cron)
+        until("the cron controller's verdict on " + name, lambda: cron_verdicts(env, name), timeout=60)
+        template_done = write(template)
+        time.sleep(2 * cron_recheck.INFORMER_LAG_SECONDS)
+        assert cron_verdicts(env, name) == ["invalid"]  # the template alone does not have it looked at again
+        said = []
+        cron_recheck.recheck(cluster, [template_done, cron_done], lambda text, **k: said.append(text))
+        until("the cron controller added " + name, lambda: "added" in cron_verdicts(env, name), timeout=60)
+        assert cron_verdicts(env, name) == ["invalid", "added"], said
+        live = kube_json(env, "cronworkflow", name)
+        assert live["metadata"]["annotations"] == {
+            Label.TEMPLATE_CHECKED: template_done.result["metadata"]["resourceVersion"]}
+        assert live["spec"] == cron["spec"]
+    finally:
+        for kind in ("cronworkflow", "workflowtemplate"):
+            kubectl(env, "delete", kind, name, "-n", ns, "--ignore-not-found")
 
 
 def _scheduled(env, flow, name, runs):
@@ -156,6 +207,8 @@ def _scheduled(env, flow, name, runs):
     assert {k: cron["spec"].get(k) for k in ("schedule", "schedules") if k in cron["spec"]} == schedule, cron["spec"]
     assert cron["spec"]["timezone"] == "Europe/Berlin", cron["spec"]
     assert cron["spec"]["workflowSpec"]["workflowTemplateRef"] == {"name": name}, cron["spec"]
+    template = kube_json(env, "workflowtemplate", name)
+    assert cron["metadata"]["annotations"][Label.TEMPLATE_CHECKED] == template["metadata"]["resourceVersion"]
     until("the cron controller scheduled " + name, lambda: controller_took_cron(env, name), timeout=60)
     run_id = start(env, flow, name, runs, "--days", "3")
     succeeded(env, run_id)

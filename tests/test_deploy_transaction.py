@@ -16,11 +16,12 @@ import pytest
 from k8s_fake import TOKEN, kube  # noqa: F401 - fixture
 from test_cluster_cli import FLOW, Env, one_line_error
 
-from mfargo import api_guard, deploy, owners, transaction
+from mfargo import api_guard, cron_recheck, deploy, owners, transaction
 from mfargo import cluster as cluster_mod
 from mfargo.api_guard import server_of, without_credentials
 from mfargo.cluster import Cluster, ClusterError
 from mfargo.base.errors import UserError
+from mfargo.compiler.constants import Label
 
 BUNDLE_FLOW = FLOW.replace("from metaflow import", "from metaflow import schedule, trigger,").replace(
     "class HelloFlow", '@schedule(hourly=True)\n@trigger(event="data.ready")\nclass HelloFlow')
@@ -87,6 +88,68 @@ def test_a_403_part_way_through_a_first_deploy_leaves_nothing(kube, tmp_path):  
     assert env.stored_token() is None  # not deployed: no token cached
     assert writes(kube) == [("POST", "workflowtemplates"), ("POST", "cronworkflows"), ("POST", "sensors"),
                             ("DELETE", "cronworkflows"), ("DELETE", "workflowtemplates")]
+
+
+def test_a_first_deploy_has_argos_cron_controller_check_its_schedule_again(kube, tmp_path):  # noqa: F811
+    # Argo's cron controller may validate a new CronWorkflow before its informer holds the
+    # template created just before; only a change has it look again (mfargo.cron_recheck).
+    env = bundle_env(kube, tmp_path)
+    proc = env.create()
+    assert writes(kube) == [("POST", "workflowtemplates"), ("POST", "cronworkflows"), ("POST", "sensors"),
+                            ("PUT", "cronworkflows")]
+    template, cron = kube.get("workflowtemplates", "helloflow", "ns1"), kube.get("cronworkflows", "helloflow", "ns1")
+    assert cron["metadata"]["annotations"][Label.TEMPLATE_CHECKED] == template["metadata"]["resourceVersion"]
+    put = kube.calls("PUT", "cronworkflows")[0].body
+    assert put["spec"] == kube.calls("POST", "cronworkflows")[0].body["spec"]  # the schedule as deployed
+    assert ("Waiting %g s for Argo's cron controller to see WorkflowTemplate helloflow"
+            % cron_recheck.INFORMER_LAG_SECONDS) in proc.stderr + proc.stdout
+    kube.reset_log()
+    env.create()  # the template is replaced, not created: Argo's informer had it
+    assert writes(kube) == [("PUT", "workflowtemplates"), ("PUT", "cronworkflows"), ("PUT", "sensors")]
+    assert Label.TEMPLATE_CHECKED not in (kube.get("cronworkflows", "helloflow", "ns1")["metadata"].get("annotations")
+                                          or {})
+
+
+class RecheckCluster:
+    """Answers the recheck's one write as told."""
+
+    def __init__(self, error: ClusterError | None = None):
+        self.error, self.replaced = error, []
+
+    def replace(self, res, name, body, namespace=None):
+        self.replaced.append((name, namespace, body))
+        if self.error:
+            raise self.error
+        return body
+
+
+def recheck_done(template_action: str = "created", with_cron: bool = True) -> list[transaction.Done]:
+    def done(kind, action):
+        w = transaction.Write(kind, "f", "ns1", cluster_mod.Resource.of({"apiVersion": "argoproj.io/v1alpha1",
+                                                                         "kind": kind}), {}, None)
+        return transaction.Done(w, action, {"kind": kind, "metadata": {"name": "f", "resourceVersion": "7"}})
+    return [done("WorkflowTemplate", template_action)] + ([done("CronWorkflow", "created")] if with_cron else [])
+
+
+@pytest.mark.parametrize("done", [recheck_done("replaced"), recheck_done(with_cron=False)], ids=["replaced", "no-cron"])
+def test_no_recheck_without_a_new_template_and_a_schedule(done):
+    cluster, waits = RecheckCluster(), []
+    cron_recheck.recheck(cluster, done, lambda *a, **k: None, sleep=waits.append)
+    assert cluster.replaced == [] and waits == []
+
+
+@pytest.mark.parametrize("status, warned", [(409, False), (403, True), (None, True)])
+def test_a_recheck_that_cannot_write_warns_unless_the_cron_workflow_changed_anyway(status, warned):
+    cluster, said, waits = RecheckCluster(ClusterError("replace cronworkflows f: nope", status=status)), [], []
+    cron_recheck.recheck(cluster, recheck_done(), lambda text, **k: said.append(text), sleep=waits.append)
+    assert waits == [cron_recheck.INFORMER_LAG_SECONDS]
+    assert [(n, ns, b["metadata"]["annotations"]) for n, ns, b in cluster.replaced] == [
+        ("f", "ns1", {Label.TEMPLATE_CHECKED: "7"})]
+    warnings = [s for s in said if s.startswith("mfargo: warning")]
+    assert warnings == ([
+        "mfargo: warning: could not have Argo check CronWorkflow f again (replace cronworkflows f: nope): if its "
+        "controller missed the template, the schedule starts within 20 minutes, at the controller's resync"]
+        if warned else [])
 
 
 def test_a_failed_rollback_says_what_is_left_object_by_object_and_how_to_undo_it(kube, tmp_path):  # noqa: F811
