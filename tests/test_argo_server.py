@@ -19,6 +19,7 @@ from flowtools import EXAMPLES, compile_file, example_args
 from mfargo import argo_server, cluster
 from mfargo.base.versions import ARGO_VERSIONS
 from mfargo.cluster import ClusterError, Resource
+from mfargo.compiler.constants import Label
 
 TOKEN = "Bearer sa-token-0123456789"
 OPENSSL = shutil.which("openssl")  # before the tests empty PATH
@@ -382,3 +383,24 @@ def test_a_run_of_a_template_argo_servers_cache_has_not_seen_yet_is_asked_again(
     fake.scripted.append(("POST", "/api/v1/workflows/team", 404, {"code": 5, "message": "namespaces not found"}))
     with pytest.raises(ClusterError, match="not found"):  # any other 404 is not waited for
         argo_server.ArgoServer("team").submit("flow", {})
+
+
+def test_a_first_deploy_through_argo_server_has_the_schedule_checked_again(fake):
+    """The deploy's recheck (mfargo.cron_recheck) goes through Argo Server's update of the
+    CronWorkflow: the schedule as compiled, with the template version."""
+    from mfargo import cron_recheck, transaction
+
+    flow = EXAMPLES / "scheduled.py"
+    docs = list(yaml.safe_load_all(compile_file(flow, *example_args(flow)).stdout))
+    ns, name = docs[0]["metadata"]["namespace"], docs[0]["metadata"]["name"]
+    client, waits = argo_server.ArgoServer(ns), []
+    done = transaction.run(client, transaction.plan(client, docs, [], ns, lambda kind, live: None), name,
+                           lambda *a, **k: None)
+    cron_recheck.recheck(client, done, lambda *a, **k: None, sleep=waits.append)
+    stored = fake.store[("cron-workflows", ns, name)]
+    assert stored["metadata"]["annotations"][Label.TEMPLATE_CHECKED] == "1"  # the stand-in's version
+    assert stored["spec"]["schedules"] == docs[1]["spec"]["schedules"]
+    assert waits == [cron_recheck.INFORMER_LAG_SECONDS]
+    assert [(verb, path.split("?")[0]) for verb, path, _ in fake.seen if verb != "GET"] == [
+        ("POST", "/api/v1/workflow-templates/%s" % ns), ("POST", "/api/v1/cron-workflows/%s" % ns),
+        ("PUT", "/api/v1/cron-workflows/%s/%s" % (ns, name))]
