@@ -1,7 +1,11 @@
 """Resuming a failed run on the real engine (e2e/cluster): a foreach of gangs whose second gang
 fails, the flow fixed and deployed again, then `argo-workflows resume` and the Deployer's
 `resume`; and the same run re-run in place by Argo's own `argo retry`. Read back with
-Metaflow's client from the metadata service."""
+Metaflow's client from the metadata service.
+
+The resumed foreach of gangs runs on the default Argo release only: Argo's part in it (a
+cloned gang's task skipped by its `when`) also runs on both releases in
+test_cluster_argo_server.py's resume from the join; the rest is the pods' work."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from test_cluster_e2e import read_run
 from test_cluster_gangs import SMALL, deployed, write_flow
 from test_resume import gang_in_foreach
 
-pytestmark = [pytest.mark.cluster, ON_EVERY_ARGO]
+pytestmark = pytest.mark.cluster
 
 READ = ("{'ok': run.successful, 'ranks': [list(r) for r in run['end'].task.data.all_ranks], "
         "'tasks': {'%s/%s' % (s.id, t.id): ['origin-task-id' in t.metadata_dict, t.metadata_dict.get('origin-run-id')] "
@@ -123,6 +127,7 @@ def pods_of(wf: dict) -> list[str]:
                   if n["type"] == "Pod" and not n["templateName"].startswith("0-"))
 
 
+@ON_EVERY_ARGO
 def test_a_resumed_foreach_starts_pods_only_for_the_splits_that_failed(cluster_env, tmp_path):
     """The splitter's clone clones the splits that succeeded (plugins/resume_foreach.py): Argo
     expands only the failed split, and with none left skips the fan-out, whose join runs."""
@@ -171,6 +176,7 @@ ATTEMPTS = ("{'ok': run.successful, 'ranks': [list(r) for r in run['end'].task.d
             "for a in range(t.current_attempt + 1)] for s in run for t in s}}")
 
 
+@ON_EVERY_ARGO
 def test_argo_retry_reruns_the_failed_gang_and_task_as_their_next_attempts(cluster_env, tmp_path):
     """`argo retry` makes the failed nodes again with {{retries}} back at 0: each retried task
     runs as its attempt 1 (never a second attempt 0), the gang as a new JobSet (the failure
