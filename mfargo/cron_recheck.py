@@ -15,6 +15,7 @@ controller validates again, by then against the template.
 from __future__ import annotations
 
 import time
+from http import HTTPStatus
 from typing import Callable
 
 from mfargo.cluster import ClusterError
@@ -24,7 +25,6 @@ from mfargo.transaction import Done
 # How long Argo's informers may lag a write (milliseconds when the controller is well; a
 # controller too busy to catch up in this time is one whose 20-minute resync still comes).
 INFORMER_LAG_SECONDS = 2.0
-CONFLICT = 409
 
 
 def recheck(cluster, done: list[Done], echo: Callable[..., None], sleep: Callable[[float], None] = time.sleep) -> None:
@@ -45,7 +45,7 @@ def recheck(cluster, done: list[Done], echo: Callable[..., None], sleep: Callabl
         try:
             cluster.replace(item.write.res, item.write.name, body, item.write.namespace)
         except ClusterError as e:
-            if e.status != CONFLICT:  # changed since it was written: the controller checks that change
+            if e.status != HTTPStatus.CONFLICT:  # changed since it was written: the controller checks that change
                 echo("mfargo: warning: could not have Argo check CronWorkflow %s again (%s): if its controller "
                      "missed the template, the schedule starts within 20 minutes, at the controller's resync"
                      % (item.write.name, e), fg="yellow")

@@ -171,7 +171,7 @@ def stamp_deployment(target: Target, docs: list[dict], token: str, parameters: d
 
 def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo: Echo) -> None:
     """Apply the bundle all or nothing (``mfargo.transaction``), start the --workflow run,
-    then store the token."""
+    store the token, then have Argo check a new schedule again (``mfargo.cron_recheck``)."""
     from metaflow.plugins.aws.step_functions.production_token import store_token
 
     from mfargo import cron_recheck, transaction
@@ -185,8 +185,8 @@ def apply(target: Target, live: dict | None, docs: list[dict], token: str, echo:
                             lambda kind, obj: check_owner(target, kind, obj))
     echo("Deploying *%s* to Argo Workflows in namespace *%s*..." % (target.name, target.namespace), bold=True)
     done = transaction.run(target.cluster, plan, target.name, echo)
+    store_token(target.token_prefix, token)  # before the recheck's wait: the deploy is done
     cron_recheck.recheck(target.cluster, done, echo)
-    store_token(target.token_prefix, token)
     echo("")
     echo("The namespace of this production flow is")
     echo("    production:%s" % token, fg="green")
