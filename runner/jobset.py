@@ -34,6 +34,7 @@ import hashlib
 import uuid
 from typing import Any
 
+from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from mfargo.base import k8s_syntax
 
 from . import events as ev
@@ -139,6 +140,7 @@ def job_keys(obj: dict, rjob: str, replicas: int, j: int, g: int, restart: int, 
     """The labels (and annotations) the JobSet controller puts on Job ``j`` of ``rjob`` and its pods."""
     meta = obj["metadata"]
     name = meta["name"]
+    job = contract.job_name(name, rjob, j)
     return {
         "jobset.sigs.k8s.io/jobset-name": name,
         "jobset.sigs.k8s.io/jobset-uid": meta.get("uid", ""),
@@ -148,7 +150,7 @@ def job_keys(obj: dict, rjob: str, replicas: int, j: int, g: int, restart: int, 
         "jobset.sigs.k8s.io/job-global-index": str(g),
         "jobset.sigs.k8s.io/global-replicas": str(total),
         "jobset.sigs.k8s.io/restart-attempt": str(restart),
-        "jobset.sigs.k8s.io/job-key": hashlib.sha256(f"{meta['namespace']}/{name}-{rjob}-{j}".encode()).hexdigest(),
+        "jobset.sigs.k8s.io/job-key": hashlib.sha256(f"{meta['namespace']}/{job}".encode()).hexdigest(),
     }
 
 
@@ -157,7 +159,7 @@ def build_pod(obj: dict, rjob: str, replicas: int, j: int, g: int, restart: int,
     defaults: ``metadata.namespace``, ``network``)."""
     spec, meta = obj["spec"], obj["metadata"]
     name, ns = meta["name"], meta["namespace"]
-    job_name = f"{name}-{rjob}-{j}"
+    job_name = contract.job_name(name, rjob, j)
     rj = next(r for r in spec["replicatedJobs"] if r["name"] == rjob)
     pod_tmpl = rj["template"]["spec"]["template"]
     pmeta, pspec = pod_tmpl.get("metadata") or {}, pod_tmpl["spec"]
@@ -279,7 +281,7 @@ class JobSet:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for t in done:
                     rname, j = tasks[t]
-                    job, exc = f"{self.name}-{rname}-{j}", t.exception()
+                    job, exc = contract.job_name(self.name, rname, j), t.exception()
                     counts[rname]["active"] -= 1
                     counts[rname]["failed" if exc else "succeeded"] += 1
                     self.objects.job_finished(job, exc)
@@ -298,7 +300,7 @@ class JobSet:
                        counts: dict) -> None:
         """One Job: its one pod (backoffLimit 0: a counted failure fails the Job), within its deadline."""
         job_spec = rj["template"]["spec"]
-        job_name = f"{self.name}-{rj['name']}-{j}"
+        job_name = contract.job_name(self.name, rj["name"], j)
         self.objects.job_started(job_name, self.obj["metadata"]["namespace"],
                                  job_keys(self.obj, rj["name"], replicas, j, g, restart, total))
 
