@@ -133,22 +133,12 @@ def _switch(env, flow, name, runs):
 TEMPLATE_NOT_SEEN_YET = "WorkflowTemplate Informer cannot find WorkflowTemplate"
 
 
-def controller_took_cron(env: dict, name: str) -> bool:
-    """The workflow-controller's cron controller validated the CronWorkflow (Argo's
-    ValidateCronWorkflow, against the deployed template) and scheduled it: it logs
-    `CronWorkflow added` (3.7: `CronWorkflow <ns>/<name> added`) only then, `invalid cron workflow`
-    otherwise (workflow/cron/controller.go). Invalid for any reason but TEMPLATE_NOT_SEEN_YET
-    fails; after that one, `create`'s own change must have it added, with no help from here."""
-    ref = "cronWorkflow=%s/%s" % (env["METAFLOW_KUBERNETES_NAMESPACE"], name)
-    lines = [ln for ln in (STATE / "logs" / "workflow-controller.log").read_text(errors="replace").splitlines()
-             if ln.endswith(ref) or (ref + " ") in ln]
-    invalid = [ln for ln in lines if "invalid cron workflow" in ln]
-    assert not [ln for ln in invalid if TEMPLATE_NOT_SEEN_YET not in ln], lines
-    return any(re.search(r'msg="CronWorkflow (\S+ )?added"', ln) for ln in lines)  # 3.7 names it in the message
-
-
 def cron_verdicts(env: dict, name: str) -> list[str]:
-    """The cron controller's verdicts on CronWorkflow ``name``, oldest first: "invalid" or "added"."""
+    """The workflow-controller's cron controller's verdicts on CronWorkflow ``name``, oldest
+    first: "added" when it validated it (Argo's ValidateCronWorkflow, against the deployed
+    template) and scheduled it, "invalid" when it found no template (TEMPLATE_NOT_SEEN_YET),
+    the log line itself for any other invalid verdict (workflow/cron/controller.go; 3.7 logs
+    `CronWorkflow <ns>/<name> added`, 4.x `CronWorkflow added`)."""
     ref = "cronWorkflow=%s/%s" % (env["METAFLOW_KUBERNETES_NAMESPACE"], name)
     out = []
     for ln in (STATE / "logs" / "workflow-controller.log").read_text(errors="replace").splitlines():
@@ -158,6 +148,14 @@ def cron_verdicts(env: dict, name: str) -> list[str]:
             elif re.search(r'msg="CronWorkflow (\S+ )?added"', ln):
                 out.append("added")
     return out
+
+
+def controller_took_cron(env: dict, name: str) -> bool:
+    """The cron controller scheduled the CronWorkflow; an invalid verdict for any reason but
+    TEMPLATE_NOT_SEEN_YET fails, and after that one `create`'s own change must have it added."""
+    verdicts = cron_verdicts(env, name)
+    assert set(verdicts) <= {"invalid", "added"}, verdicts
+    return "added" in verdicts
 
 
 @ON_EVERY_ARGO
