@@ -45,6 +45,7 @@ def compile_flow(flow, graph, options: CompileOptions, flow_decorators=()) -> ir
             switch_cases=shape.switch_cases,
             condition=shape.condition,
             switch_parent=shape.switch_parent,
+            cloned_by=shape.cloned_by,
             compute=decos.compute(name, node.decorators, options.default_image, options.namespace, options.pod_secrets),
             retry=retry,
             timeout_seconds=decos.timeout_seconds(name, node.decorators),

@@ -53,6 +53,7 @@ class Env:
     PARAM_BASE64_PREFIX: Final = "MFARGO_PARAM_BASE64_"  # + the INIT name: the value, base64
     # mfargo's in-pod decorator writes its Argo output files into this directory.
     OUTPUT_DIR: Final = contract.OUTPUT_DIR_ENV
+    CLONE_CHAIN: Final = contract.CLONE_CHAIN_ENV  # the steps a resumed run's pod clones after its own
     TEMPDIR: Final = "METAFLOW_TEMPDIR"
 
 

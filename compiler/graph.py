@@ -8,7 +8,7 @@ own graph checks before this (as core does), so only mfargo's own limits live he
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import ir, rules
@@ -32,6 +32,7 @@ class StepShape:
     switch_cases: tuple[str, ...]
     condition: tuple[tuple[str, str], ...]  # sorted: the switch choices this step needs
     switch_parent: str | None  # the switch step whose choice gates this step
+    cloned_by: str | None = None  # in a resumed run, the step whose pod clones this one (_cloned_by)
 
 
 def analyse(graph) -> dict[str, StepShape]:
@@ -59,7 +60,37 @@ def analyse(graph) -> dict[str, StepShape]:
             condition=tuple(sorted(conditions[name])),
             switch_parent=_switch_parent(graph, node),
         )
-    return shapes
+    heads = _cloned_by(shapes)
+    return {name: replace(shape, cloned_by=heads.get(name)) for name, shape in shapes.items()}
+
+
+def _cloned_by(shapes: dict[str, StepShape]) -> dict[str, str]:
+    """Step -> the step whose pod clones it in a resumed run (plugins/resume_clone.py).
+
+    A chain of plain top-level steps, each the only successor of the one before, needs no
+    pod of its own to be cloned: the pod of the step heading the chain clones them after its
+    own task and says which through one output each, which skips their DAG tasks. A chain
+    step is one whose Argo node nobody reads: no outputs (not a foreach, switch or gang
+    splitter, not a loop), no switch gating it, and successors that take it as a plain
+    parent. The head is any top-level step that runs as a pod of its own (not a gang, not a
+    loop); inside a foreach, the splitter's pod clones whole splits (resume_foreach.py)."""
+    def member(shape: StepShape) -> bool:
+        if not (shape.scope is None and not shape.gang and not shape.recursive and not shape.condition
+                and shape.transition in (ir.Transition.LINEAR, ir.Transition.SPLIT, ir.Transition.END)
+                and isinstance(shape.inputs, ir.FromParents) and len(shape.inputs.parents) == 1):
+            return False
+        parent = shapes[shape.inputs.parents[0]]
+        return (parent.scope is None and parent.successors == (shape.name,) and not parent.gang
+                and not parent.recursive
+                and all(type(shapes[s].inputs) is ir.FromParents and not shapes[s].condition
+                        for s in shape.successors))
+
+    heads: dict[str, str] = {}
+    for name, shape in shapes.items():  # topological: a parent's head is known before its child's
+        if member(shape):
+            parent = shape.inputs.parents[0]
+            heads[name] = heads.get(parent, parent)
+    return heads
 
 
 def _transition(node) -> ir.Transition:

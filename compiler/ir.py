@@ -191,6 +191,7 @@ class Step:
     switch_cases: tuple[str, ...] = ()
     condition: tuple[tuple[str, str], ...] = ()  # switch choices this step needs, in its scope
     switch_parent: str | None = None  # the switch whose choice gates this step (adds `when`)
+    cloned_by: str | None = None  # in a resumed run, the top-level step whose pod clones this one
     compute: Compute
     retry: Retry = field(default_factory=Retry)
     timeout_seconds: int

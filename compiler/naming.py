@@ -227,7 +227,9 @@ def task_id(step: str, ctx: str, iteration: str | None = None) -> str:
     return base if iteration is None else "%s-r%s" % (base, iteration)
 
 
+ROOT_CTX = pod_contract.ROOT_CTX  # the foreach context outside every foreach
 child_ctx = pod_contract.child_ctx
+cloned_output = pod_contract.cloned_step_file  # a chain step's "cloned by its head" output
 
 
 # A gang's task ids: <role>-<E>-<index> (control-E-0, worker-E-0 ... worker-E-(N-2)).

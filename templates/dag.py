@@ -24,6 +24,7 @@ class Node:
 
     task: str
     condition: tuple
+    cloned: bool = False  # a resumed run may skip it: its chain's head cloned it (graph.py)
 
 
 def build_all(wf: ir.Workflow, entrypoint: str) -> list[m.Template]:
@@ -99,6 +100,9 @@ def _step_task(wf: ir.Workflow, step: ir.Step, ctx: str) -> m.DAGTask:
         when = _arrived_from_any(step.inputs)
     elif step.gang is not None and gang.skippable(step):
         when = gang.skip_unless_needed(step)
+    elif step.cloned_by is not None:  # a resumed run's pod of cloned_by may have cloned it
+        when = expr.not_equals(expr.task_output(wiring.task_name(step.cloned_by), naming.cloned_output(step.name)),
+                               "true")
     return m.DAGTask(
         name=wiring.task_name(step.name),
         template=template,
@@ -150,7 +154,10 @@ def _depends(wf: ir.Workflow, step: ir.Step) -> str | None:
         # fan-out then has no split to run and Argo skips it.
         return expr.succeeded_or_skipped(parents[0].task)
     if all(p.condition == step.condition for p in parents) or len(parents) == 1:
-        return expr.all_succeeded([p.task for p in parents])
+        # A parent its chain's head cloned (in a resumed run) was skipped: it arrived all the same.
+        return " && ".join(expr.succeeded_or_skipped(p.task) if p.cloned else expr.succeeded(p.task)
+                           for p in parents)
+    assert not any(p.cloned for p in parents), step.name  # graph.py: a chain step's successors share its condition
     return expr.any_branch([p.task for p in parents])
 
 
@@ -167,7 +174,7 @@ def _dag_parents(wf: ir.Workflow, step: ir.Step) -> list[Node]:
 
 
 def _node(step: ir.Step) -> Node:
-    return Node(wiring.task_name(step.name), step.condition)
+    return Node(wiring.task_name(step.name), step.condition, cloned=step.cloned_by is not None)
 
 
 def _arguments(args: list[wiring.Arg]) -> m.Arguments | None:

@@ -86,10 +86,6 @@ def done(task: str) -> str:
     return "(%s.Succeeded || %s.Skipped || %s.Omitted)" % (task, task, task)
 
 
-def all_succeeded(tasks: list[str]) -> str:
-    return " && ".join(succeeded(t) for t in tasks)
-
-
 def any_branch(tasks: list[str]) -> str:
     """All parents done and at least one ran: the merge after a switch."""
     if len(tasks) == 1:

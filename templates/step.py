@@ -19,8 +19,12 @@ TIMEOUT_GRACE_SECONDS = 120
 
 def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
     env = []
-    if wiring.outputs(step):
+    outputs = wiring.outputs(step, wf)
+    if outputs:
         env.append(m.EnvVar(name=Env.OUTPUT_DIR, value=Path.OUTPUTS))
+    chain = wiring.clone_chain(step, wf)
+    if chain:
+        env.append(m.EnvVar(name=Env.CLONE_CHAIN, value=" ".join(chain)))
     deadline = step.timeout_seconds
     if step.retry.error_retries:  # templateDefaults says 0 (budget_env_default)
         env.append(m.EnvVar(name=contract.ERROR_RETRIES_ENV, value=str(step.retry.error_retries)))
@@ -35,13 +39,13 @@ def build(step: ir.Step, wf: ir.Workflow) -> m.Template:
         pod.Kind.STEP, step.compute, wf.steps[wf.start].compute,
         args=pod_command.step_args(step, wf),  # after templateDefaults' shared command
         env_head=tuple(common.env_vars(step.environment)), env=tuple(env),
-        deadline_seconds=deadline, with_outputs=bool(wiring.outputs(step)),
+        deadline_seconds=deadline, with_outputs=bool(outputs),
     )
     return pod.argo_template(
         step_pod,
         name=template_name(step),
         inputs=wiring.template_inputs_model(step, wf),
-        outputs=_outputs(step),
+        outputs=_outputs(outputs),
         annotations=common.step_annotations(step),
         retry_strategy=common.retry_strategy(step.retry),
     )
@@ -59,8 +63,7 @@ def template_name(step: ir.Step) -> str:
     return wiring.task_name(step.name)
 
 
-def _outputs(step: ir.Step) -> m.Outputs | None:
-    names = wiring.outputs(step)
+def _outputs(names: list[str]) -> m.Outputs | None:
     if not names:
         return None
     return m.Outputs(

@@ -15,7 +15,7 @@ from . import argo_models as m
 from . import expr, gang
 
 RUN_ID = expr.RUN_ID
-ROOT_CTX = ""  # the foreach context outside every foreach
+ROOT_CTX = naming.ROOT_CTX
 
 
 def ctx_inside(scope: str | None) -> str:
@@ -159,9 +159,15 @@ def template_inputs_model(step: ir.Step, wf: ir.Workflow) -> m.Inputs | None:
     return m.Inputs(parameters=[m.Parameter(name=n) for n in names]) if names else None
 
 
-def outputs(step: ir.Step) -> list[str]:
+def clone_chain(step: ir.Step, wf: ir.Workflow) -> list[str]:
+    """The steps a resumed run's pod of ``step`` clones after its own task, in order
+    (compiler/graph.py's chain; plugins/resume_clone.py clones them)."""
+    return [s.name for s in wf.steps.values() if s.cloned_by == step.name]
+
+
+def outputs(step: ir.Step, wf: ir.Workflow) -> list[str]:
     """Output parameters the in-pod decorator writes for this step's successors."""
-    names: list[str] = []
+    names = [naming.cloned_output(s) for s in clone_chain(step, wf)]
     if step.transition is ir.Transition.FOREACH:
         names += [Param.NUM_SPLITS, Param.SPLIT_CARDINALITY]
     elif step.transition is ir.Transition.PARALLEL:

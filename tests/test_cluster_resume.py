@@ -105,6 +105,11 @@ class SweepResumeFlow(FlowSpec):
     @step
     def join(self, inputs):
         self.total = sum(i.value for i in inputs)
+        self.next(self.report)
+
+    @step
+    def report(self):  # a chain step: a resumed run's pod of `join` clones it (compiler/graph.py)
+        self.line = "total %%d" %% self.total
         self.next(self.end)
 
     @step
@@ -149,13 +154,14 @@ def test_a_resumed_foreach_starts_pods_only_for_the_splits_that_failed(cluster_e
         start.runs.append(resumed)
         wf = wait_workflow(cluster_env, resumed, timeout=600)
         assert wf["status"]["phase"] == "Succeeded", failed_nodes(wf)
-        assert pods_of(wf) == ["end", "join", "square", "start"]  # split 1's square only
+        assert pods_of(wf) == ["end", "join", "report", "square", "start"]  # split 1's square only
         got = read_run(cluster_env, f"SweepResumeFlow/{resumed}", SWEEP_READ)
         assert got["ok"] is True and got["total"] == sum(i * i for i in range(width))
         squares = {"square/square-%d" % i for i in range(width)}
         assert cloned(got["tasks"]) == {"start/start"} | squares - {"square/square-1"}
 
-        # Resumed again from `end`: every split is cloned by start's pod and Argo skips the fan-out.
+        # Resumed again from `end`: every split is cloned by start's pod and Argo skips the fan-out;
+        # join's pod clones `report`, whose task Argo skips by its `when`.
         flow_cmd(cluster_env, flow, "argo-workflows", "resume", "end", "--origin-run-id", resumed,
                  "--run-id-file", str(ids))
         again = ids.read_text().strip()
@@ -165,9 +171,11 @@ def test_a_resumed_foreach_starts_pods_only_for_the_splits_that_failed(cluster_e
         assert pods_of(wf) == ["end", "join", "start"]
         [fan_out] = [n for n in wf["status"]["nodes"].values() if n["displayName"] == "square"]
         assert (fan_out["phase"], fan_out.get("message")) == ("Skipped", "Skipped, empty params")
+        [report] = [n for n in wf["status"]["nodes"].values() if n["displayName"] == "report"]
+        assert report["phase"] == "Skipped", report
         last = read_run(cluster_env, f"SweepResumeFlow/{again}", SWEEP_READ)
         assert last["ok"] is True and last["total"] == got["total"]
-        assert cloned(last["tasks"]) == {"start/start", "join/join"} | squares
+        assert cloned(last["tasks"]) == {"start/start", "join/join", "report/report"} | squares
         assert {origin_of for _, origin_of in last["tasks"].values()} == {resumed}
 
 

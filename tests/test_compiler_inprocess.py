@@ -268,7 +268,8 @@ def test_argo_tags_are_spelled_as_argo_reads_them():
 def test_depends_expressions_name_outcomes():
     from mfargo.templates import expr
 
-    assert expr.all_succeeded(["a", "b"]) == "a.Succeeded && b.Succeeded"
+    assert expr.succeeded("a") == "a.Succeeded"
+    assert expr.succeeded_or_skipped("a") == "(a.Succeeded || a.Skipped)"
     assert expr.any_branch(["a"]) == "a.Succeeded"
     assert expr.any_branch(["a", "b"]) == (
         "(a.Succeeded || a.Skipped || a.Omitted) && (b.Succeeded || b.Skipped || b.Omitted)"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flowtools import clean_env, compile_file, gang_flow, templates, write_flow
+from flowtools import clean_env, compile_file, compile_source, dag_tasks, gang_flow, templates, write_flow
 from metaflow_extensions.mfargo.plugins import pod_contract as contract
 from metaflow_extensions.mfargo.plugins import resume
 
@@ -253,6 +253,11 @@ def _pods_started(stdout: str, step: str) -> int:
     return len(re.findall(r"^\S+ started +\S*\b%s\b\S* \(pod " % re.escape(step), stdout, re.M))
 
 
+def _pods(stdout: str) -> int:
+    """How many pods `mfargo run` started."""
+    return len(re.findall(r"^\S+ started .* \(pod ", stdout, re.M))
+
+
 def test_a_resumed_foreach_whose_splits_all_succeeded_starts_no_pod_for_them(tmp_path):
     width = 12
     project = Project(tmp_path, WIDE_FLOW % {"width": width})
@@ -269,7 +274,7 @@ def test_a_resumed_foreach_whose_splits_all_succeeded_starts_no_pod_for_them(tmp
             % (width, width, 2 * width)) in second.stdout, second.stdout[-3000:]
     # start, join and end: the pods a resumed run starts do not grow with the splits it clones.
     assert _pods_started(second.stdout, "prepare") == _pods_started(second.stdout, "square") == 0
-    assert len(re.findall(r"^\S+ started .* \(pod ", second.stdout, re.M)) == 3, second.stdout[-3000:]
+    assert _pods(second.stdout) == 3, second.stdout[-3000:]
     got = project.read("WideFlow", resumed, "total")
     assert got["ok"] is True and got["end"] == {"total": sum((i + 1) ** 2 for i in range(width))}
     cloned = {p for p, t in got["tasks"].items() if t["cloned"]}
@@ -279,6 +284,142 @@ def test_a_resumed_foreach_whose_splits_all_succeeded_starts_no_pod_for_them(tmp
     reference = project.read("WideFlow", project.metaflow_resume(origin), "total")
     assert _by_index(got["tasks"]) == _by_index(reference["tasks"])
     assert got["end"] == reference["end"]
+
+
+CHAIN_FLOW = '''
+import os
+from metaflow import FlowSpec, step
+
+
+def ran(what):
+    with open(os.path.join(os.environ["RESUME_TEST_DIR"], "ran.log"), "a") as f:
+        f.write(what + "\\n")
+
+
+class ChainFlow(FlowSpec):
+    @step
+    def start(self):
+        ran("start")
+        self.x = 1
+        self.next(self.load)
+
+    @step
+    def load(self):
+        ran("load")
+        self.x += 1
+        self.next(self.clean)
+
+    @step
+    def clean(self):
+        ran("clean")
+        self.x *= 10
+        self.next(self.fork)
+
+    @step
+    def fork(self):
+        ran("fork")
+        self.next(self.left, self.right)
+
+    @step
+    def left(self):
+        ran("left")
+        self.side = "l"
+        self.next(self.merge)
+
+    @step
+    def right(self):
+        ran("right")
+        self.side = "r"
+        self.next(self.merge)
+
+    @step
+    def merge(self, inputs):
+        ran("merge")
+        self.x = inputs.left.x + inputs.right.x
+        self.next(self.report)
+
+    @step
+    def report(self):
+        ran("report")
+        self.next(self.end)
+
+    @step
+    def end(self):
+        ran("end")
+        if os.path.exists(os.path.join(os.environ["RESUME_TEST_DIR"], "fail")):
+            raise RuntimeError("the flag file says fail")
+
+
+if __name__ == "__main__":
+    ChainFlow()
+'''
+
+
+def test_a_chain_heads_pod_says_which_steps_it_cloned_and_their_tasks_read_it(tmp_path):
+    """The compiled chains of CHAIN_FLOW: a head's pod is told its chain (env) and writes one
+    output per chain step; each chain step's DAG task runs unless that output is true, and
+    whatever follows it takes Skipped as arrived. Steps Argo reads (a static split's branches,
+    the join of two parents) keep their own pods."""
+    [wf] = compile_source(tmp_path, CHAIN_FLOW, "--code-in-image", "/app")
+    tasks = dag_tasks(wf, wf["spec"]["entrypoint"])
+    cloned = {name: re.fullmatch(r"\{\{tasks\.(\S+)\.outputs\.parameters\.cloned-(\S+)\}\} != true",
+                                 task.get("when", "")) for name, task in tasks.items()}
+    assert {name: m.groups() for name, m in cloned.items() if m} == {
+        "load": ("start", "load"), "clean": ("start", "clean"), "fork": ("start", "fork"),
+        "report": ("merge", "report"), "end": ("merge", "end")}
+    assert tasks["clean"]["depends"] == "(load.Succeeded || load.Skipped)"
+    assert tasks["left"]["depends"] == "(fork.Succeeded || fork.Skipped)"
+    assert tasks["merge"]["depends"] == "left.Succeeded && right.Succeeded"
+    heads = templates(wf)
+    for head, chain in (("start", ["load", "clean", "fork"]), ("merge", ["report", "end"])):
+        env = {e["name"]: e.get("value") for e in heads[head]["container"]["env"]}
+        assert env[contract.CLONE_CHAIN_ENV].split() == chain
+        outputs = [o["name"] for o in heads[head]["outputs"]["parameters"]]
+        assert outputs == [contract.cloned_step_file(s) for s in chain]
+    for plain in ("load", "left", "right", "end"):
+        assert contract.CLONE_CHAIN_ENV not in {e["name"] for e in heads[plain]["container"].get("env", [])}
+
+
+def test_a_chain_of_plain_steps_is_cloned_by_the_pod_heading_it(tmp_path):
+    """start clones load, clean and fork (a chain: each the only successor of the one before);
+    merge clones report; left and right, a static split's branches, clone themselves. Only
+    `end`, which failed, runs its code; the chain steps start no pod."""
+    project = Project(tmp_path, CHAIN_FLOW)
+    (tmp_path / "fail").touch()
+    origin, first = project.run()
+    assert first.returncode != 0
+    assert _pods(first.stdout) == 9, first.stdout[-3000:]
+    (tmp_path / "fail").unlink()
+
+    resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert project.ran() == ["end"]
+    started = {step: _pods_started(second.stdout, step) for step in
+               ("start", "load", "clean", "fork", "left", "right", "merge", "report", "end")}
+    assert started == {"start": 1, "load": 0, "clean": 0, "fork": 0, "left": 1, "right": 1, "merge": 1,
+                       "report": 0, "end": 1}, second.stdout[-3000:]
+    assert "mfargo: resume: clean/clean cloned from %s/clean/clean: it does not start" % origin in second.stdout
+    got = project.read("ChainFlow", resumed)
+    assert got["ok"] is True
+    assert {p for p, t in got["tasks"].items() if not t["cloned"]} == {"end/end"}
+    assert set(got["tasks"]) == set(project.read("ChainFlow", origin)["tasks"])  # the origin's task ids
+    reference = project.read("ChainFlow", project.metaflow_resume(origin))
+    assert _by_index(got["tasks"]) == _by_index(reference["tasks"])
+
+
+def test_a_chain_is_cloned_up_to_the_resume_step(tmp_path):
+    """Resumed from `clean`: start clones `load` and stops; `clean` and everything after it run."""
+    project = Project(tmp_path, CHAIN_FLOW)
+    origin, first = project.run()
+    assert first.returncode == 0, first.stdout[-3000:]
+    resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin),
+                                  "-p", "%s=clean" % contract.RESUME_STEP_PARAMETER)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert project.ran() == ["clean", "end", "fork", "left", "merge", "report", "right"]
+    assert (_pods_started(second.stdout, "load"), _pods_started(second.stdout, "clean")) == (0, 1)
+    assert "mfargo: resume: clean/clean runs again: it is the resume step clean or after it" in second.stdout
+    got = project.read("ChainFlow", resumed)
+    assert {p for p, t in got["tasks"].items() if t["cloned"]} == {"start/start", "load/load"}
 
 
 NESTED_FLOW = '''
@@ -334,7 +475,7 @@ def test_a_resumed_foreach_of_foreaches_clones_every_level_in_its_outer_splitter
     # Each row: its splitter, 3 cells, their join; read two levels deep, cloned by start's pod.
     assert ("mfargo: resume: foreach start: 2 of 2 splits cloned (10 tasks) by its splitter; no split starts"
             in second.stdout), second.stdout[-3000:]
-    assert len(re.findall(r"^\S+ started .* \(pod ", second.stdout, re.M)) == 3, second.stdout[-3000:]
+    assert _pods(second.stdout) == 3, second.stdout[-3000:]
     got = project.read("NestedResumeFlow", resumed, "total")
     assert got["ok"] is True and {p for p, t in got["tasks"].items() if not t["cloned"]} == {"end/end"}
     reference = project.read("NestedResumeFlow", project.metaflow_resume(origin), "total")

@@ -24,6 +24,17 @@ JOBSET_ID_FILE = "jobset-id"
 # "true" when a resumed run's splitter cloned its gang whole (resume_clone.py): the gang's DAG
 # task is then skipped and no JobSet is made; "false" otherwise.
 GANG_CLONED_FILE = "gang-cloned"
+# In a resumed run, the pod of a top-level step clones the chain of plain steps after it
+# (compiler/graph.py picks them; resume_clone.py clones them): their names, space-separated, in
+# this env, and one output file each, "true" when it cloned that step (its DAG task is then
+# skipped: no pod), "false" otherwise.
+CLONE_CHAIN_ENV = "MFARGO_CLONE_CHAIN"
+
+
+def cloned_step_file(step):
+    """The output file saying whether a chain step was cloned by its head's pod."""
+    return "cloned-" + step
+
 
 # The task-id roles (Metaflow's contract): rank 0 is the control, ranks 1..N-1 the workers.
 CONTROL_ROLE = "control"
@@ -56,6 +67,9 @@ GANG_NOT_STARTED_REASON = "GangNotStarted"
 GANG_NOT_STARTED_ANNOTATION = "mfargo/gang-not-started"
 ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 ENTROPY_CHARS = 10  # hex characters: 40 bits, a collision across 1,000 splits is ~5e-7
+
+
+ROOT_CTX = ""  # the foreach context outside every foreach
 
 
 def task_id(step, ctx):

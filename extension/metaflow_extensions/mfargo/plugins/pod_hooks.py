@@ -127,12 +127,19 @@ def _new_id():
     return uuid.uuid4().hex[: contract.ENTROPY_CHARS]
 
 
+def clone_chain():
+    """The steps this pod would clone after its own task in a resumed run (pod_contract)."""
+    return os.environ.get(contract.CLONE_CHAIN_ENV, "").split()
+
+
 def output_files(task_id, node, flow):
     """File name -> content: what this task tells its successors through Argo outputs.
 
     ``flow`` is the task's flow object, or what a cloned task reads of its origin's
     artifacts (plugins/resume.py): only artifacts are read here."""
     outputs = {contract.TASK_ID_FILE: task_id}
+    for step in clone_chain():
+        outputs[contract.cloned_step_file(step)] = "false"  # resume_clone's to say otherwise
     if node.type == "foreach" and node.parallel_foreach:
         n = gang_size(node.name, flow._parallel_ubf_iter.num_parallel)
         outputs[contract.NUM_PARALLEL_FILE] = str(n)
