@@ -67,29 +67,31 @@ def analyse(graph) -> dict[str, StepShape]:
 def _cloned_by(shapes: dict[str, StepShape]) -> dict[str, str]:
     """Step -> the step whose pod clones it in a resumed run (plugins/resume_clone.py).
 
-    A chain of plain top-level steps, each the only successor of the one before, needs no
-    pod of its own to be cloned: the pod of the step heading the chain clones them after its
-    own task and says which through one output each, which skips their DAG tasks. A chain
-    step is one whose Argo node nobody reads: no outputs (not a foreach, switch or gang
-    splitter, not a loop), no switch gating it, and successors that take it as a plain
-    parent. The head is any top-level step that runs as a pod of its own (not a gang, not a
-    loop); inside a foreach, the splitter's pod clones whole splits (resume_foreach.py)."""
-    def member(shape: StepShape) -> bool:
-        if not (shape.scope is None and not shape.gang and not shape.recursive and not shape.condition
+    Plain top-level steps after a step need no pod of their own to be cloned: the pod of the
+    step heading them clones them after its own task, in order, and says which through one
+    output each, which skips their DAG tasks. A plain step is one whose Argo node nobody reads:
+    no outputs (not a foreach, switch or gang splitter, not a loop), no switch gating it,
+    successors that take it as a plain parent, and parents that are its head or plain steps
+    of the same head (a chain, a static split's branches, their join). A head is any
+    top-level step that runs as a pod of its own (not a gang, not a loop); inside a foreach,
+    the splitter's pod clones whole splits (resume_foreach.py)."""
+    def plain(shape: StepShape) -> bool:
+        return (shape.scope is None and not shape.gang and not shape.recursive and not shape.condition
                 and shape.transition in (ir.Transition.LINEAR, ir.Transition.SPLIT, ir.Transition.END)
-                and isinstance(shape.inputs, ir.FromParents) and len(shape.inputs.parents) == 1):
-            return False
-        parent = shapes[shape.inputs.parents[0]]
-        return (parent.scope is None and parent.successors == (shape.name,) and not parent.gang
-                and not parent.recursive
+                and type(shape.inputs) is ir.FromParents
                 and all(type(shapes[s].inputs) is ir.FromParents and not shapes[s].condition
                         for s in shape.successors))
 
     heads: dict[str, str] = {}
     for name, shape in shapes.items():  # topological: a parent's head is known before its child's
-        if member(shape):
-            parent = shape.inputs.parents[0]
-            heads[name] = heads.get(parent, parent)
+        if not plain(shape):
+            continue
+        parents = [shapes[p] for p in shape.inputs.parents]
+        if any(p.scope is not None or p.gang or p.recursive for p in parents):
+            continue
+        parent_heads = {heads.get(p.name, p.name) for p in parents}
+        if len(parent_heads) == 1:
+            heads[name] = parent_heads.pop()
     return heads
 
 

@@ -160,8 +160,8 @@ def template_inputs_model(step: ir.Step, wf: ir.Workflow) -> m.Inputs | None:
 
 
 def clone_chain(step: ir.Step, wf: ir.Workflow) -> list[str]:
-    """The steps a resumed run's pod of ``step`` clones after its own task, in order
-    (compiler/graph.py's chain; plugins/resume_clone.py clones them)."""
+    """The plain steps a resumed run's pod of ``step`` clones after its own task, in order
+    (compiler/graph.py heads them; plugins/resume_clone.py clones them)."""
     return [s.name for s in wf.steps.values() if s.cloned_by == step.name]
 
 

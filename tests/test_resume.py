@@ -355,35 +355,32 @@ if __name__ == "__main__":
 '''
 
 
-def test_a_chain_heads_pod_says_which_steps_it_cloned_and_their_tasks_read_it(tmp_path):
-    """The compiled chains of CHAIN_FLOW: a head's pod is told its chain (env) and writes one
-    output per chain step; each chain step's DAG task runs unless that output is true, and
-    whatever follows it takes Skipped as arrived. Steps Argo reads (a static split's branches,
-    the join of two parents) keep their own pods."""
+def test_the_plain_steps_a_pod_heads_say_whether_it_cloned_them(tmp_path):
+    """The compiled heads of CHAIN_FLOW: every step after `start` is plain (nothing Argo reads
+    from it; its parents plain steps of the same head), so start's pod is told them (env) and
+    writes one output each; each one's DAG task runs unless that output is true, and whatever
+    follows it takes Skipped as arrived."""
     [wf] = compile_source(tmp_path, CHAIN_FLOW, "--code-in-image", "/app")
     tasks = dag_tasks(wf, wf["spec"]["entrypoint"])
     cloned = {name: re.fullmatch(r"\{\{tasks\.(\S+)\.outputs\.parameters\.cloned-(\S+)\}\} != true",
                                  task.get("when", "")) for name, task in tasks.items()}
-    assert {name: m.groups() for name, m in cloned.items() if m} == {
-        "load": ("start", "load"), "clean": ("start", "clean"), "fork": ("start", "fork"),
-        "report": ("merge", "report"), "end": ("merge", "end")}
+    chain = ["load", "clean", "fork", "left", "right", "merge", "report", "end"]
+    assert {name: m.groups() for name, m in cloned.items() if m} == {s: ("start", s) for s in chain}
     assert tasks["clean"]["depends"] == "(load.Succeeded || load.Skipped)"
     assert tasks["left"]["depends"] == "(fork.Succeeded || fork.Skipped)"
-    assert tasks["merge"]["depends"] == "left.Succeeded && right.Succeeded"
+    assert tasks["merge"]["depends"] == "(left.Succeeded || left.Skipped) && (right.Succeeded || right.Skipped)"
     heads = templates(wf)
-    for head, chain in (("start", ["load", "clean", "fork"]), ("merge", ["report", "end"])):
-        env = {e["name"]: e.get("value") for e in heads[head]["container"]["env"]}
-        assert env[contract.CLONE_CHAIN_ENV].split() == chain
-        outputs = [o["name"] for o in heads[head]["outputs"]["parameters"]]
-        assert outputs == [contract.cloned_step_file(s) for s in chain]
-    for plain in ("load", "left", "right", "end"):
+    env = {e["name"]: e.get("value") for e in heads["start"]["container"]["env"]}
+    assert env[contract.CLONE_CHAIN_ENV].split() == chain
+    outputs = [o["name"] for o in heads["start"]["outputs"]["parameters"]]
+    assert outputs == [contract.cloned_step_file(s) for s in chain]
+    for plain in chain:
         assert contract.CLONE_CHAIN_ENV not in {e["name"] for e in heads[plain]["container"].get("env", [])}
 
 
-def test_a_chain_of_plain_steps_is_cloned_by_the_pod_heading_it(tmp_path):
-    """start clones load, clean and fork (a chain: each the only successor of the one before);
-    merge clones report; left and right, a static split's branches, clone themselves. Only
-    `end`, which failed, runs its code; the chain steps start no pod."""
+def test_the_plain_steps_after_a_cloned_start_start_no_pod(tmp_path):
+    """start's pod clones load, clean, fork, both branches, merge and report: only `end`,
+    which failed, runs its code, and the resumed run starts 2 pods where the origin started 9."""
     project = Project(tmp_path, CHAIN_FLOW)
     (tmp_path / "fail").touch()
     origin, first = project.run()
@@ -394,11 +391,9 @@ def test_a_chain_of_plain_steps_is_cloned_by_the_pod_heading_it(tmp_path):
     resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin))
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert project.ran() == ["end"]
-    started = {step: _pods_started(second.stdout, step) for step in
-               ("start", "load", "clean", "fork", "left", "right", "merge", "report", "end")}
-    assert started == {"start": 1, "load": 0, "clean": 0, "fork": 0, "left": 1, "right": 1, "merge": 1,
-                       "report": 0, "end": 1}, second.stdout[-3000:]
-    assert "mfargo: resume: clean/clean cloned from %s/clean/clean: it does not start" % origin in second.stdout
+    assert (_pods(second.stdout), _pods_started(second.stdout, "start"), _pods_started(second.stdout, "end")) \
+        == (2, 1, 1), second.stdout[-3000:]
+    assert "mfargo: resume: merge/merge cloned from %s/merge/merge: it does not start" % origin in second.stdout
     got = project.read("ChainFlow", resumed)
     assert got["ok"] is True
     assert {p for p, t in got["tasks"].items() if not t["cloned"]} == {"end/end"}
@@ -407,19 +402,23 @@ def test_a_chain_of_plain_steps_is_cloned_by_the_pod_heading_it(tmp_path):
     assert _by_index(got["tasks"]) == _by_index(reference["tasks"])
 
 
-def test_a_chain_is_cloned_up_to_the_resume_step(tmp_path):
-    """Resumed from `clean`: start clones `load` and stops; `clean` and everything after it run."""
+def test_a_head_clones_the_plain_steps_whose_inputs_it_cloned_and_leaves_the_rest_to_run(tmp_path):
+    """Resumed from `right`: start's pod clones load, clean, fork and `left`, not `right` (the
+    resume step) nor merge, report and end after it, which run in pods of their own."""
     project = Project(tmp_path, CHAIN_FLOW)
     origin, first = project.run()
     assert first.returncode == 0, first.stdout[-3000:]
     resumed, second = project.run("-p", "%s=%s" % (contract.ORIGIN_RUN_PARAMETER, origin),
-                                  "-p", "%s=clean" % contract.RESUME_STEP_PARAMETER)
+                                  "-p", "%s=right" % contract.RESUME_STEP_PARAMETER)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert project.ran() == ["clean", "end", "fork", "left", "merge", "report", "right"]
-    assert (_pods_started(second.stdout, "load"), _pods_started(second.stdout, "clean")) == (0, 1)
-    assert "mfargo: resume: clean/clean runs again: it is the resume step clean or after it" in second.stdout
+    assert project.ran() == ["end", "merge", "report", "right"]
+    started = {step: _pods_started(second.stdout, step) for step in ("load", "left", "right", "merge", "end")}
+    assert started == {"load": 0, "left": 0, "right": 1, "merge": 1, "end": 1}, second.stdout[-3000:]
+    assert "mfargo: resume: right/right runs again: it is the resume step right or after it" in second.stdout
+    assert "mfargo: resume: merge/merge runs again: its input right/right runs again" in second.stdout
     got = project.read("ChainFlow", resumed)
-    assert {p for p, t in got["tasks"].items() if t["cloned"]} == {"start/start", "load/load"}
+    assert {p for p, t in got["tasks"].items() if t["cloned"]} == {"start/start", "load/load", "clean/clean",
+                                                                 "fork/fork", "left/left"}
 
 
 NESTED_FLOW = '''

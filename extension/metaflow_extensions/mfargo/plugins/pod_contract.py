@@ -24,10 +24,10 @@ JOBSET_ID_FILE = "jobset-id"
 # "true" when a resumed run's splitter cloned its gang whole (resume_clone.py): the gang's DAG
 # task is then skipped and no JobSet is made; "false" otherwise.
 GANG_CLONED_FILE = "gang-cloned"
-# In a resumed run, the pod of a top-level step clones the chain of plain steps after it
-# (compiler/graph.py picks them; resume_clone.py clones them): their names, space-separated, in
-# this env, and one output file each, "true" when it cloned that step (its DAG task is then
-# skipped: no pod), "false" otherwise.
+# In a resumed run, the pod of a top-level step clones the plain steps it heads (compiler/graph.py
+# picks them; resume_clone.py clones them): their names, space-separated, in this env, and one
+# output file each, "true" when it cloned that step (its DAG task is then skipped: no pod),
+# "false" otherwise.
 CLONE_CHAIN_ENV = "MFARGO_CLONE_CHAIN"
 
 

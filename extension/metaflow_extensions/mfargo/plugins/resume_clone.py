@@ -61,7 +61,7 @@ def clone_task(obj, origin_run_id, resume_step, step_name, run_id, task_id, retr
             outputs[contract.NUM_SPLITS_FILE] = json.dumps(_splits_to_run(
                 obj, origin_run_id, run_id, step_name, task_id, int(outputs[contract.SPLIT_CARDINALITY_FILE]),
                 steps_to_rerun(obj.graph, resume_step)))
-        for cloned in _clone_chain(obj, origin_run_id, resume_step, run_id):
+        for cloned in _clone_chain(obj, origin_run_id, resume_step, run_id, step_name):
             outputs[contract.cloned_step_file(cloned)] = "true"
         for name, value in outputs.items():
             with open(os.path.join(out_dir, name), "w") as f:
@@ -75,26 +75,28 @@ def _splits_to_run(obj, origin_run_id, run_id, splitter, task_id, num_splits, re
         _fail("foreach %s: %s" % (splitter, e))
 
 
-def _clone_chain(obj, origin_run_id, resume_step, run_id):
-    """Clone the chain of plain top-level steps after this cloned task (pod_hooks.clone_chain),
-    up to the first that must run: each clone's input is the task cloned before it. Returns
+def _clone_chain(obj, origin_run_id, resume_step, run_id, head):
+    """Clone the plain top-level steps this cloned task heads (pod_hooks.clone_chain), in
+    order: each one whose parents were all cloned here and whose own rule allows it. Returns
     the steps cloned; their DAG tasks are then skipped, and start no pod."""
     from metaflow.clone_util import clone_task_helper
 
-    cloned = []
+    cloned = [head]
     for step_name in pod_hooks.clone_chain():
         task_id = contract.task_id(step_name, contract.ROOT_CTX)  # top-level steps only
+        ran = [p for p in obj.graph[step_name].in_funcs if p not in cloned]
         origin = _finished_origin(obj, origin_run_id, step_name, task_id)
-        reason = _rerun_reason(obj, origin_run_id, origin, step_name, resume_step, None)
+        reason = ("its input %s/%s runs again" % (ran[0], contract.task_id(ran[0], contract.ROOT_CTX)) if ran
+                  else _rerun_reason(obj, origin_run_id, origin, step_name, resume_step, None))
         if reason:
             print("mfargo: resume: %s/%s runs again: %s" % (step_name, task_id, reason), flush=True)
-            break
+            continue
         clone_task_helper(obj.flow.name, origin_run_id, run_id, step_name, task_id, task_id,
                           obj.flow_datastore, obj.metadata, attempt_id=0)
         print("mfargo: resume: %s/%s cloned from %s/%s/%s: it does not start" % (
             step_name, task_id, origin_run_id, step_name, task_id), flush=True)
         cloned.append(step_name)
-    return cloned
+    return cloned[1:]
 
 
 def _clone_gang(obj, origin_run_id, resume_step, run_id, splitter, origin):
