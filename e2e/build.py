@@ -2,8 +2,8 @@
 """Build the Go programs of the loopback engine once per version, from the Go module proxy.
 
 No container registry or download site is reachable on the machines mfargo is developed
-and tested on, so Kubernetes, etcd, Argo Workflows, JobSet, Kueue, CoreDNS and crictl are built
-from their Go modules. Three shapes cover them all:
+and tested on, so Kubernetes, etcd, Argo Workflows, JobSet, Kueue, CoreDNS and crictl (and kwok,
+for benchmarks/wide_kwok.py) are built from their Go modules. Three shapes cover them all:
 
 * ``wrapper``: a throwaway module that requires the upstream module and builds one of its
   main packages. Kubernetes needs it because its go.mod replaces every staging module
@@ -57,6 +57,7 @@ KUEUE = "v0.17.0"
 CRICTL = "v1.34.0"
 ARGO_EVENTS = "v1.9.6"
 NATS_SERVER = "v2.15.3"
+KWOK = "v0.7.0"  # simulated nodes and pods, for benchmarks/wide_kwok.py only
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("argo-events", "wrapper", "github.com/argoproj/argo-events", ARGO_EVENTS, "github.com/argoproj/argo-events/cmd",
            ldflags=("-X", f"github.com/argoproj/argo-events.version={ARGO_EVENTS}")),
     Recipe("nats-server", "wrapper", "github.com/nats-io/nats-server/v2", NATS_SERVER, "github.com/nats-io/nats-server/v2"),
+    Recipe("kwok", "wrapper", "sigs.k8s.io/kwok", KWOK, "sigs.k8s.io/kwok/cmd/kwok"),
     *(make(name) for name, make in VERSIONED.items()),
 ]}
 

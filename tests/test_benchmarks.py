@@ -29,3 +29,26 @@ def test_resume_benchmark_runs_and_counts_the_pods_of_each_run():
                         lines[1]), proc.stdout
     assert re.fullmatch(r"metaflow +fresh +[\d.]+ +resumed +[\d.]+ +resumed/fresh [\d.]+", lines[2]), proc.stdout
     assert re.fullmatch(r"mfargo resumed / metaflow resumed [\d.]+", lines[3]), proc.stdout
+
+
+def test_the_wide_kwok_reporter_hands_argo_what_steers_each_compilers_run():
+    """benchmarks/wide_kwok.py plays the pods' executors on simulated nodes (it needs kwok and
+    the cluster: it is not run here). What it reports is what steers the run: the splitter's
+    split list, mfargo's resume outputs (`false`: every step runs), a task id otherwise; and
+    its kwok stage ends only the pods it has reported."""
+    import json
+
+    import yaml
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import wide_kwok
+
+    assert json.loads(wide_kwok.output_value("num-splits", 3, "wf-1-42")) == [0, 1, 2]
+    assert wide_kwok.output_value("split-cardinality", 3, "wf-1-42") == "3"
+    assert {wide_kwok.output_value(n, 3, "wf-1-42") for n in ("cloned-end", "gang-cloned")} == {"false"}
+    assert wide_kwok.output_value("task-id", 3, "wf-1-42") == "t42"
+    stage = yaml.safe_load(wide_kwok.END_REPORTED_POD)
+    assert {"key": '.metadata.annotations["%s"]' % wide_kwok.REPORTED, "operator": "Exists"} \
+        in stage["spec"]["selector"]["matchExpressions"]
+    ended = yaml.safe_load(stage["spec"]["next"]["statusTemplate"].replace("{{", "#").split("containerStatuses")[0])
+    assert ended == {"phase": "Succeeded"}
