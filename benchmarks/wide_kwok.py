@@ -87,13 +87,6 @@ spec:
 """ % {"reported": REPORTED}
 
 
-def go_module_dir(module: str, version: str) -> Path:
-    """Where Go keeps a downloaded module (kwok's own stage files are read from there)."""
-    out = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True,
-                         timeout=600, check=True).stdout
-    return Path(json.loads(out)["Dir"])
-
-
 class Kwok:
     """kwok and its fake node, for the time of a `with`."""
 
@@ -106,7 +99,7 @@ class Kwok:
 
         binary = subprocess.run([sys.executable, str(REPO / "e2e" / "build.py"), "kwok"], capture_output=True,
                                 text=True, timeout=1800, check=True).stdout.strip()
-        stages = go_module_dir("sigs.k8s.io/kwok", build.KWOK) / "kustomize" / "stage" / "pod" / "general"
+        stages = build.module_dir("kwok") / "kustomize" / "stage" / "pod" / "general"
         configs = [p for p in sorted(stages.glob("*.yaml")) if p.name != "kustomization.yaml"]
         own = self.workdir / "end-reported-pod.yaml"
         own.write_text(END_REPORTED_POD)

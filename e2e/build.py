@@ -224,6 +224,18 @@ def _download(module: str, version: str, logfile: Path, part: str) -> dict:
     return info
 
 
+def module_dir(name: str) -> Path:
+    """Where Go keeps the module a recipe builds from (its data files, as kwok's stages)."""
+    r = recipe(name)
+    return Path(_download(r.module, r.version, _log_file(r), r.name)["Dir"])
+
+
+def _log_file(r: Recipe) -> Path:
+    logs = cache_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    return logs / f"{r.name}-{r.version or 'local'}.log"
+
+
 def _go_directive(go_mod: str) -> list[str]:
     """The upstream module's `go` and `godebug` lines: its code assumes them."""
     return [line for line in go_mod.splitlines() if re.match(r"^(go|godebug)\s", line)]
@@ -350,9 +362,7 @@ def build(name: str, go_version: str) -> Path:
 
 def _build(r: Recipe, out: Path) -> Path:
     """Build into a .partial file renamed when done, so a killed build never leaves a binary."""
-    logs = cache_dir() / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    logfile = logs / f"{r.name}-{r.version or 'local'}.log"
+    logfile = _log_file(r)
     logfile.write_text("")
     started = time.monotonic()
     log(f"building {r.name} {r.version or '(local)'} (log: {logfile})")
