@@ -49,7 +49,7 @@ import cluster_vs_core as bench  # noqa: E402  (Kube, cluster_env, the two compi
 
 REPO = bench.REPO
 KWOK_NODE = "mfargo-kwok-0"
-FAKE = {"kwok.x-k8s.io/node": "fake"}  # the annotation kwok manages nodes by, and the taint's key/value
+FAKE_KEY, FAKE_VALUE = "kwok.x-k8s.io/node", "fake"  # the annotation kwok manages nodes by; the taint
 NODE_LABEL = {"mfargo-bench/kwok": "true"}
 CAPACITY = {"cpu": "1000", "memory": "4000Gi", "ephemeral-storage": "1000Ti", "pods": "20000"}  # never the limit
 REPORTED = "mfargo-bench/reported"  # on a pod whose task result is written: kwok's stage ends it
@@ -107,7 +107,7 @@ class Kwok:
         self.log = open(self.workdir / "kwok.log", "w")
         self.proc = subprocess.Popen(
             [binary, "--kubeconfig", self.kube.env["KUBECONFIG"],
-             "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+             "--manage-nodes-with-annotation-selector", f"{FAKE_KEY}={FAKE_VALUE}",
              "--config", ",".join(str(p) for p in [*configs, own])],
             stdout=self.log, stderr=subprocess.STDOUT, env=self.kube.env)
         deadline = time.monotonic() + 120
@@ -131,9 +131,9 @@ class Kwok:
     @staticmethod
     def _node() -> dict:
         return {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": KWOK_NODE, "annotations": FAKE,
+                "metadata": {"name": KWOK_NODE, "annotations": {FAKE_KEY: FAKE_VALUE},
                              "labels": {**NODE_LABEL, "kubernetes.io/hostname": KWOK_NODE}},
-                "spec": {"taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]},
+                "spec": {"taints": [{"key": FAKE_KEY, "value": FAKE_VALUE, "effect": "NoSchedule"}]},
                 "status": {"allocatable": CAPACITY, "capacity": CAPACITY}}
 
 
@@ -236,7 +236,7 @@ def all_nodes(status: dict) -> dict:
 def run(kube: bench.Kube, template: str, width: int, poll: float, timeout: float) -> dict:
     workflow = f"{template}-{secrets.token_hex(3)}"
     spec = {"workflowTemplateRef": {"name": template}, "nodeSelector": NODE_LABEL,
-            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]}
+            "tolerations": [{"key": FAKE_KEY, "operator": "Exists", "effect": "NoSchedule"}]}
     cpu0 = {p: cpu_seconds(p) for p in ("workflow-controller", "kube-apiserver")}
     t0 = time.monotonic()
     kube.create([{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": workflow},
